@@ -1,0 +1,300 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, ipmasq.agent contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: masq_chain
+short_description: Own the ip-masq-agent nat chain and its POSTROUTING jump
+version_added: 0.1.0
+description:
+  - Manages the nat chain C(IP-MASQ-AGENT) and the jump to it from C(POSTROUTING) exactly
+    as the Kubernetes ip-masq-agent does on cluster nodes, for IPv4 and IPv6.
+  - The chain holds a C(RETURN) rule for the link-local range (unless O(masq_link_local)),
+    one C(RETURN) rule per non-masquerade CIDR in the order given, and a final C(MASQUERADE)
+    rule. Every rule carries the upstream comment and C(-m addrtype ! --dst-type LOCAL), so
+    C(iptables -t nat -L IP-MASQ-AGENT) shows what the Kubernetes documentation shows.
+  - Reads each family with one C(iptables-save -t nat). When the chain and exactly one jump
+    are as desired, nothing is written. Otherwise one C(iptables-restore --noflush)
+    transaction per family rewrites the chain and fixes the jump (adds a missing one,
+    removes duplicates, replaces a wrong one, moves a misplaced one with O(jump_position=first)),
+    so no packet ever meets a half-built chain. The xtables lock is taken (C(--wait)).
+  - The chain is owned by this module alone; a foreign rule inside it is removed. Rules in
+    any other chain (Docker's, kube-proxy's, the user's own C(POSTROUTING) rules) are never touched.
+  - Works with both iptables backends (nf_tables and legacy), whichever the node's
+    C(iptables-save) and C(iptables-restore) are; the result says which one was used.
+  - Needs only Python's standard library on the node.
+author:
+  - ipmasq.agent contributors
+attributes:
+  check_mode:
+    support: full
+    description: Reads the rules and reports what would change; runs no C(iptables-restore).
+  diff_mode:
+    support: full
+    description: Shows the chain and its jumps before and after, per family, in C(iptables-save) form.
+  platform:
+    support: full
+    platforms: posix
+    description: Linux with iptables (nf_tables or legacy backend).
+options:
+  nonmasquerade_cidrs:
+    description:
+      - Destination CIDRs that are B(not) masqueraded, each getting a C(RETURN) rule, in this order.
+      - Replaces (does not extend) the default list, as upstream's C(nonMasqueradeCIDRs) does.
+      - IPv6 entries go to ip6tables and need O(ipv6=true).
+      - Each entry must be a CIDR aligned to its prefix (V(10.0.0.1/8) is an error that names
+        V(10.0.0.0/8)); a bare address is an error (write V(/32) or V(/128)). An entry listed twice
+        gets one rule and a warning.
+    type: list
+    elements: str
+    default: ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16']
+  nomasq_all_reserved_ranges:
+    description:
+      - Also exempt the reserved IPv4 ranges upstream's C(--nomasq-all-reserved-ranges) lists
+        (V(100.64.0.0/10), V(192.0.0.0/24), V(192.0.2.0/24), V(192.88.99.0/24), V(198.18.0.0/15),
+        V(198.51.100.0/24), V(203.0.113.0/24), V(240.0.0.0/4)), appended after O(nonmasquerade_cidrs)
+        (upstream adds them to its default list only).
+    type: bool
+    default: false
+  masq_link_local:
+    description:
+      - Masquerade traffic to V(169.254.0.0/16). When V(false), a C(RETURN) rule for it comes first.
+    type: bool
+    default: false
+  masq_link_local_ipv6:
+    description:
+      - Masquerade traffic to V(fe80::/10). When V(false) and O(ipv6=true), a C(RETURN) rule for it comes first.
+    type: bool
+    default: false
+  ipv6:
+    description:
+      - Manage the ip6tables side too. An IPv6 CIDR in O(nonmasquerade_cidrs) while this is V(false)
+        is an error, as upstream.
+      - When V(false) and O(state=present), a chain of this name and its jumps left in ip6tables by an
+        earlier run are removed, so switching IPv6 off leaves no IPv6 SNAT of ours behind.
+    type: bool
+    default: false
+  chain:
+    description:
+      - Name of the nat chain to own. At most 28 characters of letters, digits, C(_ . + -), not a
+        built-in chain or target name.
+      - Renaming leaves the old chain in place; remove it first with O(state=absent) and the old name.
+    type: str
+    default: IP-MASQ-AGENT
+  random_fully:
+    description:
+      - Add C(--random-fully) to every C(MASQUERADE) rule. Off by default so that the listing equals
+        the documented one. Needs iptables 1.6.2 or later; an older one is a clear error.
+    type: bool
+    default: false
+  to_ports:
+    description:
+      - Source ports for masqueraded TCP, UDP and SCTP, as upstream's C(--to-ports), for example
+        V(['1024-29999', '32768-65535']) or the same as one comma-separated string.
+      - Each protocol gets one C(MASQUERADE --to-ports) rule per range; all but the last range are
+        picked with C(-m statistic --mode random) with a probability weighted by range size, so every
+        port is equally likely. The plain final C(MASQUERADE) then handles other protocols.
+    type: list
+    elements: str
+    default: []
+  jump_position:
+    description:
+      - V(append) adds a missing jump at the end of C(POSTROUTING) and leaves an existing correct jump
+        where it is, as upstream does.
+      - V(first) keeps the jump at position 1 of C(POSTROUTING) (moving it there if needed), so earlier
+        C(POSTROUTING) rules of other tools cannot act on the traffic first.
+    type: str
+    choices: [append, first]
+    default: append
+  cidr_limit:
+    description:
+      - Most CIDRs allowed in O(nonmasquerade_cidrs) (link-local not counted, reserved ranges counted),
+        as upstream's C(cidrLimit), to catch really bad mistakes.
+    type: int
+    default: 64
+  state:
+    description:
+      - V(absent) removes every jump to the chain from C(POSTROUTING) and the chain itself, in both
+        families. A second V(absent) changes nothing.
+    type: str
+    choices: [present, absent]
+    default: present
+notes:
+  - A C(RETURN) here does not stop another nat chain or nft table from masquerading the same traffic;
+    Docker's C(--ip-masq) and flannel's C(--ip-masq) must be switched off for this chain to be the
+    single source of SNAT (the P(ipmasq.agent.ip_masq#role) role does that).
+seealso:
+  - name: Kubernetes IP Masquerade Agent user guide
+    description: The upstream agent whose rules this module writes.
+    link: https://kubernetes.io/docs/tasks/administer-cluster/ip-masq-agent/
+'''
+
+EXAMPLES = r'''
+- name: The upstream defaults (RFC 1918 ranges and link-local are not masqueraded)
+  ipmasq.agent.masq_chain:
+
+- name: Only the pod network and the VPC stay unmasqueraded; link-local is masqueraded
+  ipmasq.agent.masq_chain:
+    nonmasquerade_cidrs:
+      - 172.16.0.0/16
+      - 10.168.0.0/16
+    masq_link_local: true
+
+- name: Dual stack, jump first in POSTROUTING, random source ports
+  ipmasq.agent.masq_chain:
+    nonmasquerade_cidrs: [10.0.0.0/8, "fd00:10::/48"]
+    ipv6: true
+    jump_position: first
+    random_fully: true
+
+- name: Masquerade to two port ranges, as upstream's --to-ports
+  ipmasq.agent.masq_chain:
+    to_ports: 1024-29999,32768-65535
+
+- name: Remove the chain and its jumps (IPv4 and IPv6)
+  ipmasq.agent.masq_chain:
+    state: absent
+'''
+
+RETURN = r'''
+backend:
+  description: The iptables backend the node's tools use.
+  returned: always
+  type: str
+  sample: nf_tables
+iptables_version:
+  description: Version of the node's iptables, from C(iptables-save).
+  returned: always
+  type: str
+  sample: 1.8.9
+chain:
+  description: The chain managed.
+  returned: always
+  type: str
+  sample: IP-MASQ-AGENT
+state:
+  description: The state asked for.
+  returned: always
+  type: str
+  sample: present
+actions:
+  description: What was changed (or would be, in check mode), per family.
+  returned: always
+  type: list
+  elements: str
+  sample: ["IPv4: create chain IP-MASQ-AGENT", "IPv4: append the POSTROUTING jump to IP-MASQ-AGENT"]
+commands:
+  description: The commands run, or that would run in check mode (the restore reads its input on stdin).
+  returned: always
+  type: list
+  elements: str
+  sample: ["/usr/sbin/iptables-save -t nat", "/usr/sbin/iptables-restore --wait=30 --noflush"]
+ipv4:
+  description: The IPv4 side.
+  returned: always
+  type: dict
+  contains:
+    managed:
+      description: Whether the chain is kept in place for this family.
+      type: bool
+    changed:
+      description: Whether this family changed.
+      type: bool
+    before:
+      description: The chain's rules and the jumps to it before the run (C(chain_exists), C(rules), C(jumps)).
+      type: dict
+    rules:
+      description: The chain's rules after the run, as C(iptables-save) prints them.
+      type: list
+      elements: str
+      sample:
+        - -A IP-MASQ-AGENT -d 169.254.0.0/16 -m comment --comment "ip-masq-agent:
+          cluster-local traffic should not be subject to MASQUERADE" -m addrtype ! --dst-type LOCAL -j RETURN
+    jump:
+      description: The C(POSTROUTING) jump after the run.
+      type: str
+    restore_input:
+      description: The C(iptables-restore --noflush) transaction written (or that would be), or null.
+      type: str
+ipv6:
+  description: The IPv6 side, as RV(ipv4); C(managed) is false unless O(ipv6=true).
+  returned: always
+  type: dict
+'''
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.ipmasq.agent.plugins.module_utils._masq import (
+    DEFAULT_NONMASQ_CIDRS,
+    MasqError,
+    Policy,
+    diff_text,
+    sync,
+    validate_chain_name,
+)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            nonmasquerade_cidrs=dict(type='list', elements='str', default=list(DEFAULT_NONMASQ_CIDRS)),
+            nomasq_all_reserved_ranges=dict(type='bool', default=False),
+            masq_link_local=dict(type='bool', default=False),
+            masq_link_local_ipv6=dict(type='bool', default=False),
+            ipv6=dict(type='bool', default=False),
+            chain=dict(type='str', default='IP-MASQ-AGENT'),
+            random_fully=dict(type='bool', default=False),
+            to_ports=dict(type='list', elements='str', default=[]),
+            jump_position=dict(type='str', choices=['append', 'first'], default='append'),
+            cidr_limit=dict(type='int', default=64),
+            state=dict(type='str', choices=['present', 'absent'], default='present'),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    env = {'LC_ALL': 'C', 'LANG': 'C'}
+
+    def run(argv, data=None):
+        return module.run_command(argv, data=data, binary_data=False, environ_update=env)
+
+    def find(name):
+        return module.get_bin_path(name)
+
+    try:
+        policy = None
+        if p['state'] == 'present':
+            policy = Policy(
+                nonmasquerade_cidrs=p['nonmasquerade_cidrs'],
+                nomasq_all_reserved_ranges=p['nomasq_all_reserved_ranges'],
+                masq_link_local=p['masq_link_local'],
+                masq_link_local_ipv6=p['masq_link_local_ipv6'],
+                ipv6=p['ipv6'],
+                chain=p['chain'],
+                random_fully=p['random_fully'],
+                to_ports=p['to_ports'],
+                jump_position=p['jump_position'],
+                cidr_limit=p['cidr_limit'],
+            )
+        else:
+            validate_chain_name(p['chain'])
+        result = sync(policy, state=p['state'], run=run, find=find,
+                      check_mode=module.check_mode, chain=p['chain'])
+    except MasqError as e:
+        module.fail_json(msg=e.msg, **e.details)
+
+    for warning in result.pop('warnings'):
+        module.warn(warning)
+    if module._diff:
+        result['diff'] = {'before': diff_text(result, 'before'), 'after': diff_text(result, 'after')}
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()
