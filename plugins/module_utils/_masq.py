@@ -480,7 +480,7 @@ class Iptables:
         return [self.restore_bin, '--wait=%d' % RESTORE_WAIT_SECONDS, '--noflush']
 
     def restore(self, payload):
-        self._cmd(self.restore_argv(), data=payload)
+        self._cmd(self.restore_argv(), data=payload, record=False)
 
 
 def _missing_tools(family):
