@@ -233,8 +233,11 @@ def test_random_fully_and_to_ports(node):
     for i, proto in enumerate(('tcp', 'udp', 'sctp')):
         first, second = masq[2 * i], masq[2 * i + 1]
         assert first.startswith('-A %s -p %s ' % (CHAIN, proto))
-        # 28976 of 61744 ports: probability weighted by range size.
-        assert '-m statistic --mode random --probability 0.46930552605' in first
+        # 28976 of the 61744 ports are in the first range; the kernel keeps
+        # the probability as a 31-bit fixed-point number, printed with 11 decimals.
+        fixed = int(28976 / 61744 * 2 ** 31 + 0.5)
+        assert '-m statistic --mode random --probability %.11f ' % (fixed / 2 ** 31) in first
+        assert '--probability 0.46929' in first
         assert first.endswith('-j MASQUERADE --to-ports 1024-29999 --random-fully')
         assert 'statistic' not in second
         assert second.endswith('-j MASQUERADE --to-ports 32768-65535 --random-fully')
