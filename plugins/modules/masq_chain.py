@@ -31,7 +31,7 @@ description:
     C(iptables-save) and C(iptables-restore) are; the result says which one was used.
   - Needs only Python's standard library on the node.
 author:
-  - ipmasq.agent contributors
+  - ipmasq.agent maintainers (@ipmasq)
 attributes:
   check_mode:
     support: full
@@ -57,10 +57,10 @@ options:
     default: ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16']
   nomasq_all_reserved_ranges:
     description:
-      - Also exempt the reserved IPv4 ranges upstream's C(--nomasq-all-reserved-ranges) lists
-        (V(100.64.0.0/10), V(192.0.0.0/24), V(192.0.2.0/24), V(192.88.99.0/24), V(198.18.0.0/15),
-        V(198.51.100.0/24), V(203.0.113.0/24), V(240.0.0.0/4)), appended after O(nonmasquerade_cidrs)
-        (upstream adds them to its default list only).
+      - Also exempt the reserved IPv4 ranges that upstream's C(--nomasq-all-reserved-ranges) lists,
+        appended after O(nonmasquerade_cidrs). Upstream adds them to its default list only.
+      - The ranges are V(100.64.0.0/10), V(192.0.0.0/24), V(192.0.2.0/24), V(192.88.99.0/24),
+        V(198.18.0.0/15), V(198.51.100.0/24), V(203.0.113.0/24) and V(240.0.0.0/4).
     type: bool
     default: false
   masq_link_local:
@@ -215,8 +215,8 @@ ipv4:
       type: list
       elements: str
       sample:
-        - -A IP-MASQ-AGENT -d 169.254.0.0/16 -m comment --comment "ip-masq-agent:
-          cluster-local traffic should not be subject to MASQUERADE" -m addrtype ! --dst-type LOCAL -j RETURN
+        - '-A IP-MASQ-AGENT -d 169.254.0.0/16 -m comment --comment "ip-masq-agent: cluster-local traffic
+          should not be subject to MASQUERADE" -m addrtype ! --dst-type LOCAL -j RETURN'
     jump:
       description: The C(POSTROUTING) jump after the run.
       type: str

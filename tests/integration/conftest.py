@@ -46,7 +46,7 @@ class Node:
             env['PATH'] = path_prefix + os.pathsep + self.backend.env()['PATH']
         rc, tasks = netlab.playbook(self.ns, PLAYBOOK, extra_vars=extra, backend=self.backend,
                                     env_extra=env)
-        results = {name: res for name, res in tasks if not res.get('skipped')}
+        results = {name.replace('Step ', ''): res for name, res in tasks if not res.get('skipped')}
         return results
 
     def four_steps(self, **masq_args):

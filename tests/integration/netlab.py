@@ -24,10 +24,10 @@ _live = []
 def run(argv, check=True, input=None, timeout=60, env=None):
     """Run an argv list; return CompletedProcess (text)."""
     proc = subprocess.run(argv, input=input, capture_output=True, text=True,
-                          timeout=timeout, env=env)
+                          timeout=timeout, env=env, check=False)
     if check and proc.returncode != 0:
-        raise RuntimeError('%s failed (rc=%d):\n%s%s' % (' '.join(argv), proc.returncode,
-                                                      proc.stdout, proc.stderr))
+        raise RuntimeError('%s failed (rc=%d):\n%s%s'
+                           % (' '.join(argv), proc.returncode, proc.stdout, proc.stderr))
     return proc
 
 

@@ -1,0 +1,57 @@
+"""Every plugin of the collection renders with ansible-doc, with examples and
+return values, and ansible-doc lists each of them."""
+import glob
+import json
+import os
+import subprocess
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ANSIBLE_DOC = os.path.join(ROOT, '.venv', 'bin', 'ansible-doc')
+ENV = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, 'build', 'collections'),
+           ANSIBLE_HOME=os.path.join(ROOT, 'build', 'ansible-home'))
+KINDS = {'module': 'modules', 'filter': 'filter', 'test': 'test'}
+
+
+def plugins():
+    found = []
+    for kind, folder in KINDS.items():
+        for path in sorted(glob.glob(os.path.join(ROOT, 'plugins', folder, '*.py'))):
+            name = os.path.splitext(os.path.basename(path))[0]
+            if not name.startswith('_'):
+                found.append((kind, name))
+    return found
+
+
+def doc(*args):
+    proc = subprocess.run([ANSIBLE_DOC] + list(args), capture_output=True, text=True, env=ENV, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert 'ERROR' not in proc.stderr and 'WARNING' not in proc.stderr, proc.stderr
+    return proc.stdout
+
+
+def test_there_are_plugins():
+    assert ('module', 'masq_chain') in plugins()
+
+
+@pytest.mark.parametrize('kind,name', plugins(), ids=str)
+def test_plugin_renders_with_examples_and_return(kind, name):
+    data = json.loads(doc('-t', kind, '--json', 'ipmasq.agent.' + name))
+    entry = data['ipmasq.agent.' + name]
+    assert entry['doc']['short_description']
+    assert entry['doc'].get('description')
+    assert entry['examples'] and entry['examples'].strip()
+    assert entry['return']
+    text = doc('-t', kind, 'ipmasq.agent.' + name)
+    assert 'EXAMPLES' in text
+
+
+@pytest.mark.parametrize('kind', sorted(KINDS))
+def test_every_plugin_is_listed(kind):
+    names = [n for k, n in plugins() if k == kind]
+    if not names:
+        pytest.skip('no %s plugins' % kind)
+    listing = doc('-t', kind, '-l', 'ipmasq.agent')
+    for name in names:
+        assert 'ipmasq.agent.' + name in listing
