@@ -429,14 +429,23 @@ def plan_absent(family, state, chain):
         raise MasqError('cannot remove chain %s (IPv%d): rules outside POSTROUTING jump to it and '
                         'are not ours to delete: %s. Remove them first. Nothing was changed.'
                         % (chain, family, '; '.join(state.foreign_refs)))
-    lines = ['-D' + line[2:] for _pos, line in state.jumps]
     if state.jumps:
         plan.actions.append('remove %d POSTROUTING jump(s) to %s' % (len(state.jumps), chain))
     if state.chain_exists:
-        lines.extend((':%s - [0:0]' % chain, '-X %s' % chain))
         plan.actions.append('delete chain %s' % chain)
-    plan.restore_lines = lines
+    plan.restore_lines = removal_lines([line for _pos, line in state.jumps],
+                                       [chain] if state.chain_exists else [])
     return plan
+
+
+def removal_lines(rules, chains=()):
+    """Restore lines (inside ``*nat`` ... ``COMMIT``, under ``--noflush``)
+    that delete the given ``-A ...`` rule lines, as iptables-save printed
+    them, and then flush and delete the given chains."""
+    lines = ['-D' + line[2:] for line in rules]
+    for chain in chains:
+        lines.extend((':%s - [0:0]' % chain, '-X %s' % chain))
+    return lines
 
 
 # --------------------------------------------------------------------------
@@ -467,8 +476,12 @@ class Iptables:
                             cmd=' '.join(argv), rc=rc, stdout=out, stderr=err)
         return out
 
+    def save_text(self):
+        """The raw ``iptables-save -t nat`` output."""
+        return self._cmd([self.save_bin, '-t', 'nat'])
+
     def save(self, chain):
-        state = parse_save(self._cmd([self.save_bin, '-t', 'nat']), chain)
+        state = parse_save(self.save_text(), chain)
         if state.backend is None and self.iptables:
             # An empty legacy nat table prints no header: ask the tool itself.
             out = self._cmd([self.iptables, '--version'])
