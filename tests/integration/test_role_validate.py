@@ -1,0 +1,86 @@
+"""The ip_masq role refuses a bad inventory on the controller, naming the
+host and every bad entry, before any node is touched (no node is contacted
+here: the hosts are names only)."""
+import os
+import subprocess
+
+import pytest
+
+import netlab
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXAMPLE = os.path.join(netlab.ROOT, 'inventories', 'example')
+
+
+def play(playbook, inventory, extra=None):
+    argv = [os.path.join(netlab.VENV_BIN, 'ansible-playbook'), '-i', inventory,
+            os.path.join(HERE, 'playbooks', playbook)]
+    if extra:
+        argv += ['-e', extra]
+    env = netlab.ansible_env()
+    env['ANSIBLE_STDOUT_CALLBACK'] = 'default'
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300, check=False)
+
+
+def write_inventory(tmp_path, east, west):
+    (tmp_path / 'group_vars').mkdir()
+    (tmp_path / 'hosts.yml').write_text(
+        'all:\n  children:\n    cluster_east:\n      hosts:\n        east-1:\n'
+        '    cluster_west:\n      hosts:\n        west-1:\n')
+    (tmp_path / 'group_vars' / 'cluster_east.yml').write_text(east)
+    (tmp_path / 'group_vars' / 'cluster_west.yml').write_text(west)
+    return str(tmp_path / 'hosts.yml')
+
+
+def test_example_inventory_validates_and_normalises():
+    proc = play('role_validate.yml', os.path.join(EXAMPLE, 'hosts.yml'))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert '"10.244.0.0/16"' in proc.stdout and '"fd00:18::/48"' in proc.stdout
+
+
+def test_bad_inventory_fails_naming_host_and_every_bad_entry(tmp_path):
+    inv = write_inventory(
+        tmp_path,
+        'ip_masq_nonmasquerade_cidrs: [10.244.0.0/16]\n',
+        'ip_masq_nonmasquerade_cidrs: [10.0.0.1/8, banana, 172.18.0.0/16]\n')
+    proc = play('role_validate.yml', inv)
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    assert 'ok: [east-1]' in out
+    assert 'fatal: [west-1]' in out
+    assert 'west-1' in out and "'10.0.0.1/8'" in out and '10.0.0.0/8' in out and "'banana'" in out
+    assert 'fatal: [east-1]' not in out
+
+
+def test_catch_all_is_refused_with_advice(tmp_path):
+    inv = write_inventory(tmp_path, 'ip_masq_nonmasquerade_cidrs: [0.0.0.0/1, 128.0.0.0/1]\n',
+                          'ip_masq_nonmasquerade_cidrs: [10.0.0.0/8]\n')
+    proc = play('role_validate.yml', inv)
+    out = proc.stdout + proc.stderr
+    assert 'fatal: [east-1]' in out and 'fatal: [west-1]' not in out
+    assert 'all of IPv4' in out and 'state: absent' in out
+
+
+def test_ipv6_cidr_while_ipv6_off_is_refused(tmp_path):
+    inv = write_inventory(tmp_path, 'ip_masq_nonmasquerade_cidrs: [10.0.0.0/8, "fd00::/8"]\n',
+                          'ip_masq_nonmasquerade_cidrs: [10.0.0.0/8, "fd00::/8"]\nip_masq_enable_ipv6: true\n')
+    proc = play('role_validate.yml', inv)
+    out = proc.stdout + proc.stderr
+    assert 'fatal: [east-1]' in out and 'fd00::/8' in out and 'ip_masq_enable_ipv6 is false' in out
+    assert 'fatal: [west-1]' not in out
+
+
+@pytest.mark.parametrize('extra,fragment', [
+    ('{"ip_masq_jump_position": "last"}', 'ip_masq_jump_position'),
+    ('{"ip_masq_state": "gone"}', 'ip_masq_state'),
+    ('{"ip_masq_docker": "maybe"}', 'ip_masq_docker'),
+    ('{"ip_masq_nonmasquerade_cidrs": {"a": 1}}', 'ip_masq_nonmasquerade_cidrs'),
+])
+def test_argument_spec_rejects_bad_values_before_any_task(tmp_path, extra, fragment):
+    inv = write_inventory(tmp_path, '', '')
+    proc = play('role_argspec.yml', inv, extra)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert 'Validating arguments against arg spec' in out and fragment in out
+    # Nothing after the argument check ran.
+    assert 'Validate and normalise the non-masquerade CIDRs' not in out
