@@ -6,7 +6,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 
-apt_pkgs=(iptables nftables iproute2 python3 python3-venv python3-pip rsync iputils-ping netcat-openbsd conntrack tcpdump git)
+apt_pkgs=(iptables nftables iproute2 python3 python3-venv python3-pip rsync iputils-ping netcat-openbsd conntrack tcpdump git shellcheck systemd)
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -23,11 +23,15 @@ fi
 py=/usr/bin/python3
 stamp=.venv/.requirements.sha
 want=$(sha256sum tests/requirements.txt | cut -d' ' -f1)
-if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "bootstrap: creating .venv from tests/requirements.txt"
-  rm -rf .venv
+if [ ! -x .venv/bin/python ]; then
+  echo "bootstrap: creating .venv"
   "$py" -m venv .venv
   .venv/bin/pip install -q --upgrade pip
+fi
+# Installed in place when the requirements change (never removed and made
+# anew, so that a run going on at the same time keeps its tools).
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "bootstrap: installing tests/requirements.txt into .venv"
   .venv/bin/pip install -q -r tests/requirements.txt
   echo "$want" > "$stamp"
 fi

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """A tiny TCP probe for the packet tests and the demo (standard library only).
 
 Server mode, run inside a receiver's network namespace::
@@ -8,7 +7,7 @@ Server mode, run inside a receiver's network namespace::
 
 listens on every ``--listen`` address, prints ``LISTENING`` once all sockets
 are bound (the caller waits for that line), then for each accepted
-connection prints ``SEEN <local address> <peer address>`` and sends the peer
+connection prints ``SEEN <local address> <peer address> <peer port>`` and sends the peer
 address back (one line) before closing.  It exits after ``--max-conns``
 connections or ``--timeout`` seconds, whichever comes first.
 
@@ -65,7 +64,7 @@ def serve(listen, port, max_conns, timeout):
                 with conn:
                     conn.settimeout(2.0)
                     local = conn.getsockname()[0]
-                    print('SEEN %s %s' % (local, peer[0]), flush=True)
+                    print('SEEN %s %s %d' % (local, peer[0], peer[1]), flush=True)
                     try:
                         conn.sendall((peer[0] + '\n').encode())
                     except OSError:

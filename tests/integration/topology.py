@@ -1,4 +1,4 @@
-"""A small cluster in network namespaces, for real-packet tests and the demo.
+r"""A small cluster in network namespaces, for real-packet tests and the demo.
 
 ::
 
@@ -67,7 +67,7 @@ RECEIVERS = (
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def _raise_interrupt(signum, _frame):
+def interrupt_handler(signum, _frame):
     raise KeyboardInterrupt('signal %d' % signum)
 
 
@@ -75,7 +75,7 @@ def install_signal_handlers():
     """Turn SIGTERM and SIGHUP into KeyboardInterrupt (as SIGINT already is),
     so that ``finally`` blocks and context managers remove the namespaces."""
     for sig in _SIGNALS:
-        signal.signal(sig, _raise_interrupt)
+        signal.signal(sig, interrupt_handler)
 
 
 class Topology:
@@ -246,14 +246,25 @@ class Topology:
         """Run ``ansible-playbook`` in the node namespace (see netlab.playbook)."""
         return netlab.playbook(self.node, path, extra_vars=extra_vars, backend=self.backend, **kwargs)
 
+    def steps(self, masq_args, steps, **kwargs):
+        """Run the test playbook's ``steps`` (check1, apply1, ...) with
+        ``masq_args``; return ``(rc, {step: result})`` for the steps that ran."""
+        rc, tasks = self.playbook(MASQ_PLAYBOOK, {'masq_args': masq_args, 'steps': list(steps)}, **kwargs)
+        results = {}
+        for name, result in tasks:
+            step = name.split()[-1] if name else name  # 'apply1' or 'Step apply1'
+            if not result.get('skipped'):
+                results[step] = result
+        return rc, results
+
     def masq(self, **masq_args):
         """Run ipmasq.agent.masq_chain once in the node with ``masq_args``;
         return its result (raises if the play failed)."""
-        rc, tasks = self.playbook(MASQ_PLAYBOOK, {'masq_args': masq_args, 'steps': ['apply1']})
-        results = dict(tasks)
-        result = results.get('apply1', {})
-        if rc != 0 or result.get('failed'):
-            raise RuntimeError('masq_chain %r failed (rc=%d): %s' % (masq_args, rc, json.dumps(result, indent=1)))
+        rc, results = self.steps(masq_args, ['apply1'])
+        result = results.get('apply1')
+        if rc != 0 or result is None or result.get('failed'):
+            raise RuntimeError('masq_chain %r failed (rc=%d): %s'
+                               % (masq_args, rc, json.dumps(results, indent=1)))
         return result
 
     # -- real packets -------------------------------------------------------
@@ -266,7 +277,8 @@ class Topology:
 
         What the receiver saw comes from the receiver itself (its
         ``accept()``); the pod-side reply is kept in :attr:`last_probe` and
-        must agree.  Bounded: one connection per receiver, ``timeout``
+        must agree.  ``last_probe['ports']`` has the source port each
+        receiver saw.  Bounded: one connection per receiver, ``timeout``
         seconds each, servers killed right after."""
         recs = [r for r in self.receivers if names is None or r.name in names]
         by_host = collections.OrderedDict()
@@ -290,7 +302,7 @@ class Topology:
             client = self.pod.exec(argv, timeout=timeout + 15)
             client_view = json.loads(client.stdout)
         finally:
-            server_seen = {}
+            server_seen, server_ports = {}, {}
             for proc in servers:
                 try:
                     out, _err = proc.communicate(timeout=0.5)
@@ -299,8 +311,9 @@ class Topology:
                     out, _err = proc.communicate(timeout=5)
                 for line in (out or '').splitlines():
                     parts = line.split()
-                    if len(parts) == 3 and parts[0] == 'SEEN':
+                    if len(parts) == 4 and parts[0] == 'SEEN':
                         server_seen[parts[1]] = parts[2]
+                        server_ports[parts[1]] = int(parts[3])
         result = collections.OrderedDict()
         for rec in recs:
             mine = client_view.get(rec.address, {})
@@ -313,7 +326,9 @@ class Topology:
                 result[rec.name] = NO_REPLY
             else:
                 result[rec.name] = 'error: %s' % mine.get('error', mine)
-        self.last_probe = {'client': client_view, 'receivers': server_seen}
+        self.last_probe = {'client': client_view, 'receivers': server_seen,
+                           'ports': dict((rec.name, server_ports[rec.address]) for rec in recs
+                                         if rec.address in server_ports)}
         return dict(result)
 
     @staticmethod

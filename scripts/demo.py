@@ -1,0 +1,106 @@
+"""The demo behind scripts/demo.sh (run that; it bootstraps first).
+
+Builds a small cluster in network namespaces, sends real TCP connections
+from the pod before and after ipmasq.agent.masq_chain runs in the node, and
+prints which source address every receiver saw.  Exits 1 if any check
+fails.  Only namespaces this process creates are touched, and they are
+removed on every exit path (also Ctrl-C and SIGTERM).
+"""
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, 'tests', 'integration'))
+
+import netlab  # noqa: E402
+import topology  # noqa: E402
+from topology import NO_REPLY, POD4  # noqa: E402
+
+PLAYBOOK = os.path.join(ROOT, 'scripts', 'demo-playbook.yml')
+CHAIN = 'IP-MASQ-AGENT'
+
+# receiver -> (expected before, expected after, why after)
+EXPECTED = {
+    'external': (NO_REPLY, topology.NODE_EXT4,
+                 'outside every non-masquerade CIDR: masqueraded to the node'),
+    'cluster-local': (POD4, POD4, 'in 10.0.0.0/8: keeps the pod address'),
+    'link-local': (POD4, POD4, 'in 169.254.0.0/16 (masq_link_local false): keeps the pod address'),
+}
+
+
+def heading(text):
+    print('\n== %s' % text, flush=True)
+
+
+def table(topo, seen, column):
+    """Print one table; return the number of failed checks."""
+    fmt = '  %-14s %-15s %-14s %-14s %-5s %s'
+    print(fmt % ('receiver', 'address', 'saw source', 'expected', 'check', ''))
+    print(fmt % ('-' * 14, '-' * 15, '-' * 14, '-' * 14, '-' * 5, ''))
+    failed = 0
+    for rec in topo.receivers:
+        want = EXPECTED[rec.name][column]
+        got = seen.get(rec.name, NO_REPLY)
+        ok = got == want
+        failed += not ok
+        why = EXPECTED[rec.name][2] if column == 1 else (
+            'no route back to the pod network' if want == NO_REPLY else 'route back via the node')
+        print(fmt % (rec.name, rec.address, got, want, 'OK' if ok else 'FAIL', why))
+    return failed
+
+
+def run(topo):
+    failed = 0
+    heading('Topology (network namespaces made for this demo; the host is not touched)')
+    for line in topo.describe():
+        print('  ' + line)
+
+    heading('Before: no rules in the node; TCP connections from the pod (%s)' % POD4)
+    failed += table(topo, topo.probe(), 0)
+
+    heading('ansible-playbook scripts/demo-playbook.yml, inside the node namespace')
+    rc, tasks = topo.playbook(PLAYBOOK)
+    for name, result in tasks:
+        status = 'FAILED' if result.get('failed') else ('changed' if result.get('changed') else 'ok')
+        print('  task "%s": %s (iptables backend: %s)' % (name, status, result.get('backend')))
+        for action in result.get('actions', []):
+            print('    - %s' % action)
+        if result.get('failed'):
+            print('    %s' % result.get('msg'))
+    if rc != 0 or not tasks:
+        print('demo: ansible-playbook failed (rc=%d)' % rc)
+        return failed + 1
+
+    heading('iptables -t nat -L %s   (in the node namespace)' % CHAIN)
+    print(topo.iptables(['-t', 'nat', '-L', CHAIN]).stdout.rstrip())
+    heading('iptables -t nat -S POSTROUTING   (in the node namespace)')
+    print(topo.iptables(['-t', 'nat', '-S', 'POSTROUTING']).stdout.rstrip())
+
+    heading('After: the same TCP connections from the pod (%s)' % POD4)
+    failed += table(topo, topo.probe(), 1)
+    return failed
+
+
+def main():
+    if os.geteuid() != 0:
+        print('demo: must be run as root (it creates network namespaces)', file=sys.stderr)
+        return 2
+    topology.install_signal_handlers()
+    start = time.monotonic()
+    failed = 0
+    try:
+        with topology.Topology(ipv6=False) as topo:
+            failed = run(topo)
+    except KeyboardInterrupt:
+        print('\ndemo: interrupted; its namespaces were removed', file=sys.stderr)
+        return 130
+    finally:
+        netlab.cleanup_all()
+    print('\n%s: %d check(s) failed; namespaces removed; %.1f s'
+          % ('FAIL' if failed else 'OK', failed, time.monotonic() - start))
+    return 1 if failed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
