@@ -1,0 +1,1099 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, ipmasq.agent contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# NOTE: private to the ipmasq.agent collection; not a public API.
+"""Read-only audit of every source of SNAT on a node.
+
+Lists each MASQUERADE and SNAT rule in the nat tables (iptables, nf_tables
+and legacy backends) and in nftables tables with a ``type nat hook
+postrouting`` chain, follows jumps and gotos from the postrouting hook to
+tell which rules can act on traffic, says who wrote each one (the
+ip-masq-agent chain, Docker, flannel, kube-proxy, a CNI plugin, netavark,
+libvirt, or unknown) and whether it is allowed next to ours.
+
+Reading only: ``iptables-save -t nat`` (through ``_masq.Iptables``),
+``iptables --version`` and ``nft -j list ruleset``.  A legacy nat table that
+the kernel has not instantiated (not listed in /proc/net/ip_tables_names) is
+not read, because reading it would create it.
+
+Standard library only: this file runs on managed nodes.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import collections
+import ipaddress
+import json
+import re
+import shlex
+
+from ansible_collections.ipmasq.agent.plugins.module_utils._masq import (
+    DEFAULT_CHAIN,
+    Iptables,
+    MasqError,
+    parse_version,
+    validate_chain_name,
+)
+
+OWNERS = ('ip-masq-agent', 'docker', 'flannel', 'kube-proxy', 'cni', 'netavark', 'libvirt', 'unknown')
+SCOPES = ('egress', 'service', 'host', 'hairpin')
+# Owners whose mark- or DNAT-gated masquerade only rewrites service or
+# port-forwarded connections (kube-proxy's 0x4000, CNI portmap's and
+# netavark's 0x2000 hostport marks).
+SERVICE_OWNERS = frozenset(('kube-proxy', 'cni', 'netavark'))
+SNAT_TARGETS = ('MASQUERADE', 'SNAT')
+REACHABLE_ONLY_TARGETS = ('NETMAP',)   # NETMAP rewrites the source only when reached from POSTROUTING
+PROC_TABLES = {4: '/proc/net/ip_tables_names', 6: '/proc/net/ip6_tables_names'}
+NFT_FAMILIES = {'ip': 'ipv4', 'ip6': 'ipv6', 'inet': 'inet'}
+FAMILY_NAMES = {4: 'ipv4', 6: 'ipv6'}
+ALLOW_KEYS = ('owner', 'chain', 'table', 'regex', 'reason')
+
+HINTS = {
+    'ip-masq-agent': ('a second ip-masq-agent chain (left by an earlier run under another chain name?): '
+                      'remove it with ipmasq.agent.masq_chain state=absent chain=%(chain)s'),
+    'docker': ('Docker masquerades this bridge network: set "ip-masq": false in /etc/docker/daemon.json '
+               'and restart Docker (default bridge); a user-defined network needs '
+               'com.docker.network.bridge.enable_ip_masquerade=false (recreate the network)'),
+    'flannel': ('flanneld runs with --ip-masq: remove the flag (FLANNEL_OPTIONS, the unit, or '
+                'FLANNEL_IPMASQ) and delete the stale FLANNEL-POSTRTG chain or flannel-ipv4/flannel-ipv6 '
+                'nft table: switching the flag off does not remove them'),
+    'kube-proxy': ('a kube-proxy rule that is not limited to marked service traffic: check kube-proxy\'s '
+                   '--masquerade-all and --cluster-cidr settings'),
+    'cni': ('a CNI network with "ipMasq": true: set "ipMasq": false in its file under /etc/cni/net.d '
+            '(new containers get no rule; remove the rules of running ones)'),
+    'netavark': ('podman (netavark) masquerades this network: allow owner netavark if its containers '
+                 'may be masqueraded, or run them on a network without outbound NAT'),
+    'libvirt': ('a libvirt NAT network: use <forward mode="route"/> or mode="open" in its XML '
+                '(virsh net-edit), or allow owner libvirt'),
+    'unknown': ('find the tool that writes this rule and switch its masquerading off, or allow it '
+                '(allow: [{chain: %(chain)s}] or a regex on the rule)'),
+}
+
+_DOCKER_IFACE_RE = re.compile(r'^(docker0|docker_gwbridge|br-[0-9a-f]{12})$')
+_CHAIN_OWNERS = (
+    ('KUBE-', 'kube-proxy'),
+    ('FLANNEL', 'flannel'),
+    ('DOCKER', 'docker'),
+    ('CNI-', 'cni'),
+    ('NETAVARK', 'netavark'),
+    ('LIBVIRT', 'libvirt'),
+    ('IP-MASQ', 'ip-masq-agent'),
+)
+_TABLE_OWNERS = (
+    ('docker', 'docker'),
+    ('flannel', 'flannel'),
+    ('netavark', 'netavark'),
+    ('kube-proxy', 'kube-proxy'),
+    ('libvirt', 'libvirt'),
+    ('cni', 'cni'),
+    ('ip-masq-agent', 'ip-masq-agent'),
+)
+_IFACE_OWNERS = (
+    ('cni', 'cni'),
+    ('podman', 'netavark'),
+    ('virbr', 'libvirt'),
+    ('flannel', 'flannel'),
+)
+# Well-known default subnets: libvirt's default network and Docker's default bridge.
+DEFAULT_SUBNETS = ((ipaddress.ip_network('192.168.122.0/24'), 'libvirt'),
+                   (ipaddress.ip_network('172.17.0.0/16'), 'docker'))
+
+
+# --------------------------------------------------------------------------
+# The allow list
+# --------------------------------------------------------------------------
+
+class AllowEntry:
+    def __init__(self, index, owner=None, chain=None, table=None, regex=None, reason=None):
+        self.index = index
+        self.owner = owner
+        self.chain = chain
+        self.table = table
+        self.pattern = regex
+        self.regex = re.compile(regex) if regex is not None else None
+        self.reason = reason
+
+    def label(self):
+        keys = (('owner', self.owner), ('chain', self.chain), ('table', self.table), ('regex', self.pattern))
+        parts = ['%s=%s' % (k, v) for k, v in keys if v is not None]
+        text = 'allow[%d] (%s)' % (self.index, ', '.join(parts))
+        return text + (': ' + self.reason if self.reason else '')
+
+    def matches(self, src):
+        if self.owner is not None and src['owner'] != self.owner:
+            return False
+        if self.chain is not None and self.chain != src['chain'] and self.chain not in src['path'][1:]:
+            return False
+        if self.table is not None and self.table not in (src['table'], src['table'].split(' ', 1)[-1]):
+            return False
+        if self.regex is not None and not self.regex.search(src['rule']):
+            return False
+        return True
+
+
+def parse_allow(entries):
+    """Validate the ``allow`` option.  Each entry is an owner name, a chain
+    name, or a dict with any of ``owner``, ``chain``, ``table``, ``regex``
+    (all given keys must match) and an optional ``reason``."""
+    if entries is None:
+        return []
+    if not isinstance(entries, (list, tuple)):
+        raise MasqError('allow: must be a list of owner names, chain names or dicts, got %r.' % (entries,))
+    parsed = []
+    errors = []
+    for index, entry in enumerate(entries):
+        if isinstance(entry, str):
+            text = entry.strip()
+            if not text:
+                errors.append('allow[%d] is empty' % index)
+            elif text.lower() in OWNERS:
+                parsed.append(AllowEntry(index, owner=text.lower()))
+            else:
+                parsed.append(AllowEntry(index, chain=text))
+            continue
+        if not isinstance(entry, dict):
+            errors.append('allow[%d] is %r: use a string or a dict' % (index, entry))
+            continue
+        unknown = sorted(str(k) for k in entry if k not in ALLOW_KEYS)
+        if unknown:
+            errors.append('allow[%d] has unknown key(s) %s (known: %s)'
+                          % (index, ', '.join(unknown), ', '.join(ALLOW_KEYS)))
+            continue
+        values = {}
+        for key in ALLOW_KEYS:
+            value = entry.get(key)
+            if value is None:
+                continue
+            if not isinstance(value, str) or not value.strip():
+                errors.append('allow[%d].%s must be a non-empty string, got %r' % (index, key, value))
+                value = None
+            values[key] = value
+        if any(v is None for v in values.values()):
+            continue
+        if not any(k in values for k in ('owner', 'chain', 'table', 'regex')):
+            errors.append('allow[%d] needs at least one of owner, chain, table, regex' % index)
+            continue
+        if 'owner' in values:
+            values['owner'] = values['owner'].strip().lower()
+            if values['owner'] not in OWNERS:
+                errors.append('allow[%d].owner %r is not one of %s' % (index, entry['owner'], ', '.join(OWNERS)))
+                continue
+        if 'regex' in values:
+            try:
+                re.compile(values['regex'])
+            except re.error as e:
+                errors.append('allow[%d].regex %r does not compile: %s' % (index, values['regex'], e))
+                continue
+        parsed.append(AllowEntry(index, **values))
+    if errors:
+        raise MasqError('allow: %s.' % '; '.join(errors))
+    return parsed
+
+
+# --------------------------------------------------------------------------
+# Conditions shared by both parsers: what a rule (and the jumps that lead to
+# it) require of a packet.
+# --------------------------------------------------------------------------
+
+class Cond:
+    """The matches of one rule that the audit looks at."""
+
+    def __init__(self):
+        self.comments = []
+        self.ifaces = []
+        self.sources = []        # (negated, text)
+        self.dests = []          # (negated, text)
+        self.mark = False        # needs a mark set
+        self.dnat = False        # needs DNAT conntrack state
+        self.local_src = False   # needs a local source address
+        self.hairpin_set = False
+
+    def scope(self):
+        if self.local_src or any(not neg and _is_loopback(s) for neg, s in self.sources):
+            return 'host'
+        if self.hairpin_set:
+            return 'hairpin'
+        pos_src = [s for neg, s in self.sources if not neg]
+        pos_dst = [d for neg, d in self.dests if not neg]
+        if any(_single_host(s) and _single_host(s) == _single_host(d) for s in pos_src for d in pos_dst):
+            return 'hairpin'
+        if self.mark or self.dnat:
+            return 'service'
+        return 'egress'
+
+
+def _net(text):
+    try:
+        return ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        return None
+
+
+def _single_host(text):
+    net = _net(text)
+    if net is not None and net.num_addresses == 1:
+        return net.network_address
+    return None
+
+
+def _is_loopback(text):
+    net = _net(text)
+    return net is not None and net.is_loopback
+
+
+def _combine(conds):
+    out = Cond()
+    for c in conds:
+        out.comments.extend(c.comments)
+        out.ifaces.extend(c.ifaces)
+        out.sources.extend(c.sources)
+        out.dests.extend(c.dests)
+        out.mark = out.mark or c.mark
+        out.dnat = out.dnat or c.dnat
+        out.local_src = out.local_src or c.local_src
+        out.hairpin_set = out.hairpin_set or c.hairpin_set
+    return out
+
+
+# --------------------------------------------------------------------------
+# iptables-save
+# --------------------------------------------------------------------------
+
+class IptRule:
+    def __init__(self, chain, index, line):
+        self.chain = chain
+        self.index = index
+        self.line = line
+        self.target = None
+        self.goto = False
+        self.cond = Cond()
+        self.gate_return = False   # "-m mark ! --mark X -j RETURN" and nothing else
+        self._parse()
+
+    def _parse(self):
+        try:
+            tokens = shlex.split(self.line)
+        except ValueError:
+            tokens = self.line.split()
+        tokens = tokens[2:]   # -A CHAIN
+        cond = self.cond
+        other = 0
+        neg_mark_only = False
+        i = 0
+        neg = False
+        while i < len(tokens):
+            tok = tokens[i]
+            if tok == '!':
+                neg = True
+                i += 1
+                continue
+            if tok in ('-j', '--jump', '-g', '--goto'):
+                self.target = tokens[i + 1] if i + 1 < len(tokens) else None
+                self.goto = tok in ('-g', '--goto')
+                break
+            values = []
+            j = i + 1
+            if tok == '--comment':
+                values = tokens[j:j + 1]
+                j += 1
+            else:
+                while j < len(tokens) and tokens[j] != '!' and not tokens[j].startswith('-'):
+                    values.append(tokens[j])
+                    j += 1
+            value = values[0] if values else ''
+            if tok == '--comment':
+                cond.comments.append(value)
+            elif tok in ('-s', '--source'):
+                cond.sources.append((neg, value))
+                other += 1
+            elif tok in ('-d', '--destination'):
+                cond.dests.append((neg, value))
+                other += 1
+            elif tok in ('-i', '--in-interface', '-o', '--out-interface'):
+                cond.ifaces.append(value)
+                other += 1
+            elif tok == '--mark':
+                if neg:
+                    neg_mark_only = True
+                else:
+                    cond.mark = True
+            elif tok == '--ctstate' and not neg and 'DNAT' in value.split(','):
+                cond.dnat = True
+                other += 1
+            elif tok == '--src-type' and not neg and 'LOCAL' in value.split(','):
+                cond.local_src = True
+                other += 1
+            elif tok == '--match-set' and not neg and re.search(r'LOOP-?BACK|HAIRPIN', value, re.I):
+                cond.hairpin_set = True
+                other += 1
+            elif tok not in ('-m', '--match'):
+                other += 1
+            neg = False
+            i = j
+        self.gate_return = self.target == 'RETURN' and neg_mark_only and other == 0 and not cond.mark
+
+
+class IptTable:
+    """The nat table of one ``iptables-save`` output."""
+
+    def __init__(self, text):
+        self.chains = collections.OrderedDict()
+        self.builtin = set()
+        self.version = None
+        self.backend = None
+        self.incompatible = False
+        in_nat = False
+        for line in text.splitlines():
+            if not line:
+                continue
+            if line[0] == '#':
+                if line.startswith('# Generated by') and self.version is None:
+                    self.version = parse_version(line)
+                    self.backend = 'nf_tables' if '(nf_tables)' in line else 'legacy'
+                if 'incompatible' in line:
+                    self.incompatible = True
+                continue
+            if line[0] == '*':
+                in_nat = line.strip() == '*nat'
+                continue
+            if not in_nat:
+                continue
+            if line[0] == ':':
+                parts = line[1:].split()
+                if parts:
+                    self.chains.setdefault(parts[0], [])
+                    if len(parts) > 1 and parts[1] != '-':
+                        self.builtin.add(parts[0])
+                continue
+            if line.startswith('-A '):
+                chain = line.split()[1]
+                rules = self.chains.setdefault(chain, [])
+                rules.append(IptRule(chain, len(rules), line))
+
+
+def _bfs(starts, edges):
+    """Breadth-first walk.  ``edges(node)`` yields ``(via, next_node)``.
+    Returns {node: [(node0, via0), ..., (node, None)]}, shortest path first
+    found; safe against cycles."""
+    paths = {}
+    queue = collections.deque()
+    for start in starts:
+        if start not in paths:
+            paths[start] = [(start, None)]
+            queue.append(start)
+    while queue:
+        node = queue.popleft()
+        for via, nxt in edges(node):
+            if nxt in paths:
+                continue
+            paths[nxt] = paths[node][:-1] + [(node, via), (nxt, None)]
+            queue.append(nxt)
+    return paths
+
+
+def _gated_before(rules, index, is_gate):
+    return any(is_gate(r) for r in rules[:index])
+
+
+def audit_iptables(text, family, backend, chain):
+    """The SNAT sources in one ``iptables-save -t nat`` output."""
+    table = IptTable(text)
+
+    def edges(name):
+        for rule in table.chains.get(name, []):
+            if rule.target in table.chains and rule.target not in table.builtin:
+                yield rule, rule.target
+
+    paths = _bfs(['POSTROUTING'] if 'POSTROUTING' in table.chains else [], edges)
+    sources = []
+    for name, rules in table.chains.items():
+        path = paths.get(name)
+        for rule in rules:
+            if rule.target not in SNAT_TARGETS and not (path and rule.target in REACHABLE_ONLY_TARGETS):
+                continue
+            hops = path or [(name, None)]
+            via = [r for _n, r in hops if r is not None]
+            cond = _combine([r.cond for r in via] + [rule.cond])
+            gate = any(_gated_before(table.chains[r.chain], r.index, lambda x: x.gate_return)
+                       for r in via + [rule])
+            src = _source(family=FAMILY_NAMES[family], backend=backend, table='nat', chain=name,
+                          rule=rule.line, target=rule.target, path=[n for n, _r in hops],
+                          reachable=path is not None, cond=cond, gated=gate, our_chain=chain)
+            src['ours'] = name == chain
+            sources.append(src)
+    return sources
+
+
+# --------------------------------------------------------------------------
+# nft -j list ruleset
+# --------------------------------------------------------------------------
+
+_META_BARE = frozenset(('iifname', 'oifname', 'iif', 'oif', 'iiftype', 'oiftype'))
+
+
+def render_expr(e, quote=False):
+    """nft syntax for one JSON expression (close to what ``nft list`` prints)."""
+    if isinstance(e, bool):
+        return 'true' if e else 'false'
+    if isinstance(e, str):
+        return '"%s"' % e if quote and not e.startswith('@') else e
+    if isinstance(e, int):
+        return str(e)
+    if isinstance(e, list):
+        return ','.join(render_expr(x, quote) for x in e)
+    if not isinstance(e, dict) or len(e) != 1:
+        return json.dumps(e, sort_keys=True)
+    key, val = next(iter(e.items()))
+    if key == 'payload' and isinstance(val, dict):
+        if 'protocol' in val:
+            return '%s %s' % (val['protocol'], val.get('field', ''))
+        return '@%s,%s,%s' % (val.get('base'), val.get('offset'), val.get('len'))
+    if key == 'meta' and isinstance(val, dict):
+        k = val.get('key', '')
+        return k if k in _META_BARE else 'meta ' + k
+    if key == 'fib' and isinstance(val, dict):
+        flags = val.get('flags', [])
+        flags = [flags] if isinstance(flags, str) else flags
+        return 'fib %s %s' % (' . '.join(flags), val.get('result', ''))
+    if key == 'ct' and isinstance(val, dict):
+        return 'ct %s%s' % (val['dir'] + ' ' if val.get('dir') else '', val.get('key', ''))
+    if key == 'prefix' and isinstance(val, dict):
+        return '%s/%s' % (val.get('addr'), val.get('len'))
+    if key == 'range' and isinstance(val, list) and len(val) == 2:
+        return '%s-%s' % (render_expr(val[0]), render_expr(val[1]))
+    if key == 'set':
+        items = val if isinstance(val, list) else [val]
+        return '{ %s }' % ', '.join(
+            '%s : %s' % (render_expr(i[0], quote), render_expr(i[1])) if isinstance(i, list) and len(i) == 2
+            else render_expr(i, quote) for i in items)
+    if key == 'concat' and isinstance(val, list):
+        return ' . '.join(render_expr(x) for x in val)
+    if key in ('&', '|', '^', '<<', '>>') and isinstance(val, list) and len(val) == 2:
+        return '%s %s %s' % (render_expr(val[0]), key, _hexish(val[1]))
+    if key == 'elem' and isinstance(val, dict):
+        return render_expr(val.get('val'), quote)
+    if key in ('jump', 'goto') and isinstance(val, dict):
+        return '%s %s' % (key, val.get('target'))
+    if key in ('accept', 'drop', 'return', 'continue', 'queue'):
+        return key
+    return json.dumps(e, sort_keys=True)
+
+
+def _hexish(v):
+    return '0x%08x' % v if isinstance(v, int) else render_expr(v)
+
+
+def _involves(e, kind, key=None):
+    """True if expression ``e`` contains a ``{kind: {...}}`` (with ``key``)."""
+    if isinstance(e, dict):
+        for k, v in e.items():
+            if k == kind and (key is None or (isinstance(v, dict) and v.get('key') == key)):
+                return True
+            if _involves(v, kind, key):
+                return True
+    elif isinstance(e, list):
+        return any(_involves(x, kind, key) for x in e)
+    return False
+
+
+def _nat_text(kind, val):
+    if not val:
+        return kind
+    parts = [kind]
+    if kind == 'masquerade':
+        if val.get('port') is not None:
+            parts.append('to :%s' % render_expr(val['port']))
+    else:
+        fam = val.get('family')
+        target = render_expr(val['addr']) if val.get('addr') is not None else ''
+        if val.get('port') is not None:
+            target += ':%s' % render_expr(val['port'])
+        parts.append(('%s to %s' % (fam, target)) if fam else 'to %s' % target)
+    flags = val.get('flags')
+    if flags:
+        parts.append(','.join(flags) if isinstance(flags, list) else str(flags))
+    return ' '.join(parts)
+
+
+def render_stmt(s):
+    if not isinstance(s, dict) or len(s) != 1:
+        return json.dumps(s, sort_keys=True)
+    key, val = next(iter(s.items()))
+    if key == 'match' and isinstance(val, dict):
+        left = val.get('left')
+        quote = isinstance(left, dict) and 'meta' in left and isinstance(left['meta'], dict) and \
+            left['meta'].get('key') in ('iifname', 'oifname')
+        right = val.get('right')
+        right_text = _hexish(right) if _involves(left, 'meta', 'mark') else render_expr(right, quote)
+        op = val.get('op', '==')
+        binop = isinstance(left, dict) and any(k in left for k in ('&', '|', '^', '<<', '>>'))
+        if op in ('==', 'in') and not binop:
+            return '%s %s' % (render_expr(left), right_text)
+        return '%s %s %s' % (render_expr(left), op, right_text)
+    if key == 'counter':
+        return 'counter'
+    if key in ('masquerade', 'snat', 'dnat', 'redirect'):
+        return _nat_text(key, val if isinstance(val, dict) else None)
+    if key == 'mangle' and isinstance(val, dict):
+        return '%s set %s' % (render_expr(val.get('key')), render_expr(val.get('value')))
+    if key == 'vmap' and isinstance(val, dict):
+        return '%s vmap %s' % (render_expr(val.get('key')), render_expr(val.get('data'), quote=True))
+    if key == 'xt':
+        if isinstance(val, dict):
+            return 'xt %s %s' % (val.get('type', ''), val.get('name', ''))
+        return 'xt ?'
+    if key in ('jump', 'goto', 'accept', 'drop', 'return', 'continue', 'queue'):
+        return render_expr(s)
+    if val is None:
+        return key
+    return key
+
+
+def render_rule(rule):
+    text = ' '.join(render_stmt(s) for s in rule.get('expr', []))
+    if rule.get('comment'):
+        text += ' comment "%s"' % rule['comment']
+    return text
+
+
+def _nft_targets(rule_expr, maps):
+    """Chains a rule jumps or goes to, also through anonymous and named verdict maps."""
+    found = []
+
+    def walk(e, in_vmap_data=False):
+        if isinstance(e, dict):
+            for k, v in e.items():
+                if k in ('jump', 'goto') and isinstance(v, dict) and 'target' in v:
+                    found.append(v['target'])
+                elif k == 'vmap' and isinstance(v, dict):
+                    walk(v.get('data'), True)
+                else:
+                    walk(v, in_vmap_data)
+        elif isinstance(e, list):
+            for x in e:
+                walk(x, in_vmap_data)
+        elif isinstance(e, str) and in_vmap_data and e.startswith('@'):
+            walk(maps.get(e[1:], []))
+    walk(rule_expr)
+    return found
+
+
+def _nft_snat_kind(rule_expr):
+    for s in rule_expr:
+        if not isinstance(s, dict):
+            continue
+        if 'masquerade' in s:
+            return 'MASQUERADE'
+        if 'snat' in s:
+            return 'SNAT'
+        xt = s.get('xt')
+        if isinstance(xt, dict) and xt.get('type') == 'target' and xt.get('name') in SNAT_TARGETS:
+            return xt['name']
+    return None
+
+
+def _nft_cond(rule_expr, comment):
+    cond = Cond()
+    if comment:
+        cond.comments.append(comment)
+    for s in rule_expr:
+        if not isinstance(s, dict):
+            continue
+        m = s.get('match')
+        if isinstance(m, dict):
+            left, right, op = m.get('left'), m.get('right'), m.get('op', '==')
+            neg = op == '!='
+            if _involves(left, 'meta', 'iifname') or _involves(left, 'meta', 'oifname'):
+                if isinstance(right, str):
+                    cond.ifaces.append(right)
+            elif isinstance(left, dict) and 'payload' in left and isinstance(left['payload'], dict):
+                field = left['payload'].get('field')
+                if isinstance(right, (str, dict)) and not (isinstance(right, str) and right.startswith('@')):
+                    text = render_expr(right)
+                    if field == 'saddr':
+                        cond.sources.append((neg, text))
+                    elif field == 'daddr':
+                        cond.dests.append((neg, text))
+            elif _involves(left, 'meta', 'mark'):
+                if (op == '==' and right != 0) or (op == '!=' and right == 0):
+                    cond.mark = True
+            elif _involves(left, 'ct', 'status'):
+                if op in ('==', 'in') and 'dnat' in (right if isinstance(right, list) else [right]):
+                    cond.dnat = True
+            elif _involves(left, 'fib') and op == '==' and right == 'local':
+                fib = left.get('fib', {}) if isinstance(left, dict) else {}
+                if 'saddr' in (fib.get('flags') or []):
+                    cond.local_src = True
+            if isinstance(right, str) and right.startswith('@') and re.search(r'hairpin|loop-?back', right, re.I) \
+                    and not neg:
+                cond.hairpin_set = True
+        v = s.get('vmap')
+        if isinstance(v, dict) and (_involves(v.get('key'), 'meta', 'iifname') or
+                                    _involves(v.get('key'), 'meta', 'oifname')):
+            data = v.get('data')
+            if isinstance(data, dict) and isinstance(data.get('set'), list):
+                cond.ifaces.extend(i[0] for i in data['set'] if isinstance(i, list) and isinstance(i[0], str))
+    return cond
+
+
+def _nft_gate_return(rule):
+    """``meta mark & X == 0 return`` (and nothing but counters): what follows sees only marked packets."""
+    expr = [s for s in rule.get('expr', []) if not (isinstance(s, dict) and 'counter' in s)]
+    if len(expr) != 2 or not isinstance(expr[1], dict) or 'return' not in expr[1]:
+        return False
+    m = expr[0].get('match') if isinstance(expr[0], dict) else None
+    return isinstance(m, dict) and _involves(m.get('left'), 'meta', 'mark') and m.get('op') == '==' \
+        and m.get('right') == 0
+
+
+class NftTable:
+    def __init__(self, family, name):
+        self.family = family
+        self.name = name
+        self.chains = collections.OrderedDict()   # name -> chain dict
+        self.rules = collections.OrderedDict()    # chain -> [rule dict]
+        self.maps = {}                            # map name -> elements
+
+
+def parse_nft(data):
+    """Tables from ``nft -j list ruleset`` (text or already decoded)."""
+    if isinstance(data, str):
+        try:
+            data = json.loads(data)
+        except ValueError as e:
+            raise MasqError('nft -j list ruleset printed something that is not JSON: %s' % e)
+    items = data.get('nftables', []) if isinstance(data, dict) else []
+    tables = collections.OrderedDict()
+
+    def table(obj):
+        key = (obj.get('family'), obj.get('table', obj.get('name')))
+        if key not in tables:
+            tables[key] = NftTable(*key)
+        return tables[key]
+
+    for item in items:
+        if not isinstance(item, dict) or len(item) != 1:
+            continue
+        kind, obj = next(iter(item.items()))
+        if not isinstance(obj, dict):
+            continue
+        if kind == 'table':
+            table(obj)
+        elif kind == 'chain':
+            t = table(obj)
+            t.chains[obj.get('name')] = obj
+            t.rules.setdefault(obj.get('name'), [])
+        elif kind == 'rule':
+            t = table(obj)
+            t.rules.setdefault(obj.get('chain'), []).append(obj)
+        elif kind == 'map':
+            table(obj).maps[obj.get('name')] = obj.get('elem', [])
+    return tables
+
+
+def audit_nft_table(t, chain):
+    """The SNAT sources of one nft table."""
+    starts = [n for n, c in t.chains.items() if c.get('type') == 'nat' and c.get('hook') == 'postrouting']
+
+    def edges(name):
+        for index, rule in enumerate(t.rules.get(name, [])):
+            for target in _nft_targets(rule.get('expr', []), t.maps):
+                if target in t.rules:
+                    yield (name, index), target
+
+    paths = _bfs(starts, edges)
+    family = NFT_FAMILIES.get(t.family, t.family)
+    table_name = '%s %s' % (t.family, t.name)
+    ours_table = t.name.lower() == chain.lower()
+    sources = []
+    for name, rules in t.rules.items():
+        path = paths.get(name)
+        for index, rule in enumerate(rules):
+            expr = rule.get('expr', [])
+            target = _nft_snat_kind(expr)
+            if target is None:
+                continue
+            hops = path or [(name, None)]
+            via = [(n, v) for n, v in hops if v is not None]
+            conds = [_nft_cond(t.rules[n][v[1]].get('expr', []), t.rules[n][v[1]].get('comment'))
+                     for n, v in via]
+            cond = _combine(conds + [_nft_cond(expr, rule.get('comment'))])
+            gate = any(_gated_before(t.rules[c], i, _nft_gate_return)
+                       for c, i in [v for _n, v in via] + [(name, index)])
+            src = _source(family=family, backend='nft', table=table_name, chain=name,
+                          rule=render_rule(rule), target=target, path=[n for n, _v in hops],
+                          reachable=path is not None, cond=cond, gated=gate, our_chain=chain,
+                          nft_table=t.name)
+            src['handle'] = rule.get('handle')
+            src['ours'] = ours_table
+            if ours_table:
+                src['owner'] = 'ip-masq-agent'
+            sources.append(src)
+    return sources
+
+
+# --------------------------------------------------------------------------
+# Attribution
+# --------------------------------------------------------------------------
+
+def _owner_from_chain(name, our_chain):
+    if name == our_chain:
+        return 'ip-masq-agent'
+    upper = name.upper()
+    for prefix, owner in _CHAIN_OWNERS:
+        if upper.startswith(prefix):
+            return owner
+    return None
+
+
+def _owner_from_comment(comment):
+    c = comment.strip()
+    low = c.lower()
+    if low.startswith('ip-masq-agent:'):
+        return 'ip-masq-agent'
+    if low.startswith('flanneld'):
+        return 'flannel'
+    if low.startswith('kubernetes ') or low.startswith('kube '):
+        return 'kube-proxy'
+    if 'netavark' in low:
+        return 'netavark'
+    if low.startswith('cni ') or re.match(r'^name: ".*" id: ".*"$', c) or re.search(r', net: .*, if: .*, id: ', c):
+        return 'cni'
+    return None
+
+
+def _owner_from_iface(iface):
+    name = iface.rstrip('+')
+    if _DOCKER_IFACE_RE.match(name):
+        return 'docker'
+    for prefix, owner in _IFACE_OWNERS:
+        if name.startswith(prefix):
+            return owner
+    return None
+
+
+def attribute(path, cond, our_chain, nft_table=None):
+    """Who wrote a rule: by nft table name, then chain names (innermost
+    first), comments, interfaces, and well-known default subnets."""
+    if nft_table is not None:
+        low = nft_table.lower()
+        for fragment, owner in _TABLE_OWNERS:
+            if fragment in low:
+                return owner
+    for name in reversed(path):
+        owner = _owner_from_chain(name, our_chain)
+        if owner:
+            return owner
+    for comment in reversed(cond.comments):
+        owner = _owner_from_comment(comment)
+        if owner:
+            return owner
+    for iface in cond.ifaces:
+        owner = _owner_from_iface(iface)
+        if owner:
+            return owner
+    for neg, text in cond.sources:
+        net = _net(text)
+        for subnet, owner in DEFAULT_SUBNETS:
+            if not neg and net is not None and net.version == 4 and net.subnet_of(subnet):
+                return owner
+    return 'unknown'
+
+
+def _source(family, backend, table, chain, rule, target, path, reachable, cond, gated, our_chain,
+            nft_table=None):
+    scope = cond.scope()
+    if scope == 'egress' and gated:
+        scope = 'service'
+    owner = attribute(path, cond, our_chain, nft_table)
+    return {
+        'family': family,
+        'backend': backend,
+        'table': table,
+        'chain': chain,
+        'rule': rule,
+        'target': target,
+        'owner': owner,
+        'path': path,
+        'reachable': reachable,
+        'scope': scope,
+        'ours': False,
+        'allowed': False,
+        'allowed_by': None,
+        'hint': None,
+        'handle': None,
+    }
+
+
+def judge(sources, allow):
+    """Set ``allowed``, ``allowed_by`` and ``hint`` on every source."""
+    for src in sources:
+        by = None
+        if src['ours']:
+            by = 'ours'
+        elif src['scope'] == 'host':
+            by = 'host: matches only packets with a local source address'
+        elif src['scope'] == 'hairpin':
+            by = 'hairpin: a connection back to its own source'
+        elif src['scope'] == 'service' and src['owner'] in SERVICE_OWNERS:
+            by = '%s service or port-forward traffic (packet mark or DNAT state)' % src['owner']
+        else:
+            for entry in allow:
+                if entry.matches(src):
+                    by = entry.label()
+                    break
+        src['allowed'] = by is not None
+        src['allowed_by'] = by
+        if by is None:
+            src['hint'] = HINTS[src['owner']] % {'chain': src['chain']}
+    return sources
+
+
+# --------------------------------------------------------------------------
+# Reading the node
+# --------------------------------------------------------------------------
+
+def _variant_find(find, variant):
+    def finder(name):
+        return find(name.replace('tables', 'tables-%s' % variant, 1))
+    return finder
+
+
+def _read_proc(path):
+    try:
+        with open(path) as f:
+            return f.read().split()
+    except (IOError, OSError):
+        return []
+
+
+def _backend_of(tools, run):
+    """'nf_tables' or 'legacy' from ``iptables --version``, without touching any table."""
+    if not tools.iptables:
+        return None
+    rc, out, err = run([tools.iptables, '--version'])
+    if rc != 0:
+        return None
+    text = out or err or ''
+    return 'nf_tables' if 'nf_tables' in text else 'legacy'
+
+
+def _read_one(tools, family, run, expect, notes, proc_read, commands):
+    """Save the nat table of ``tools`` (one backend) when it can hold rules.
+    Returns ``(backend, text)``; ``text`` is None when the table was not read."""
+    backend = expect
+    if backend is None and tools.iptables:
+        commands.append('%s --version' % tools.iptables)
+        backend = _backend_of(tools, run)
+    if backend == 'legacy' and 'nat' not in proc_read(PROC_TABLES[family]):
+        notes.append('IPv%d: the legacy nat table is not loaded in the kernel (%s does not list it): '
+                     'it holds no rules, and reading it would create it; skipped.' % (family, PROC_TABLES[family]))
+        return backend, None
+    commands.append('%s -t nat' % tools.save_bin)
+    text = tools.save_text()
+    return IptTable(text).backend or backend or 'legacy', text
+
+
+def collect(run, find, ipv6=False, include_nft='auto', proc_read=None):
+    """Read every nat table the node has.
+
+    Returns ``(snapshots, nft_tables, notes, commands, tools_found)``;
+    ``snapshots`` is a list of ``(family, backend, text)``, ``nft_tables``
+    None when nft was not read."""
+    proc_read = proc_read or _read_proc
+    notes = []
+    commands = []
+    snapshots = []
+    tools_found = False
+    families = (4, 6) if ipv6 else (4,)
+    for family in families:
+        considered = set()
+        candidates = [(Iptables(family, run, find), None)]
+        for variant, backend in (('nft', 'nf_tables'), ('legacy', 'legacy')):
+            candidates.append((Iptables(family, run, _variant_find(find, variant)), backend))
+        for tools, expect in candidates:
+            if not tools.save_bin or (expect is not None and expect in considered):
+                continue
+            tools_found = True
+            try:
+                backend, text = _read_one(tools, family, run, expect, notes, proc_read, commands)
+            except MasqError as e:
+                if family == 4 and expect is None:
+                    raise
+                notes.append('IPv%d: %s; skipped.' % (family, e.msg))
+                if expect is None:
+                    break   # no usable ip6tables (no IPv6 in this kernel?)
+                continue
+            considered.add(backend)
+            if text is not None:
+                snapshots.append((family, backend, text))
+        if not considered and family == 4:
+            notes.append('IPv4: iptables-save not found; only nft tables were audited.')
+    nft_tables = None
+    if include_nft != 'never':
+        nft = find('nft')
+        if not nft:
+            if include_nft == 'always':
+                raise MasqError('include_nft=always but the nft command was not found on the node; '
+                                'install the nftables package or set include_nft=auto.')
+            notes.append('nft not found: tables created with nft directly were not audited.')
+        else:
+            tools_found = True
+            argv = [nft, '-j', 'list', 'ruleset']
+            commands.append(' '.join(argv))
+            rc, out, err = run(argv)
+            if rc != 0:
+                msg = '%s failed (rc=%d): %s' % (' '.join(argv), rc, (err or out).strip())
+                if include_nft == 'always':
+                    raise MasqError(msg, cmd=' '.join(argv), rc=rc, stdout=out, stderr=err)
+                notes.append(msg + '; nft tables were not audited.')
+            else:
+                nft_tables = parse_nft(out or '{}')
+    return snapshots, nft_tables, notes, commands, tools_found
+
+
+def analyse(snapshots, nft_tables, chain=DEFAULT_CHAIN, ipv6=False, allow=None, notes=None):
+    """Turn what was read into the module's result (pure; tested directly)."""
+    chain = validate_chain_name(chain)
+    allow_entries = parse_allow(allow)
+    notes = list(notes or [])
+    families = (4, 6) if ipv6 else (4,)
+    sources = []
+    compat = set()
+    audited = []
+    for family, backend, text in snapshots:
+        table = IptTable(text)
+        label = 'iptables-nft' if backend == 'nf_tables' else 'iptables-legacy'
+        if backend == 'nf_tables':
+            if table.incompatible:
+                notes.append('IPv%d: iptables-nft cannot show every chain of its nat table (incompatible '
+                             'nft chains): that table is read from nft instead.' % family)
+            else:
+                compat.add(('ip' if family == 4 else 'ip6', 'nat'))
+        audited.append('IPv%d nat table (%s)' % (family, label))
+        sources.extend(audit_iptables(text, family, label, chain))
+    if nft_tables is not None:
+        names = []
+        for (fam, name), t in nft_tables.items():
+            if fam not in NFT_FAMILIES:
+                continue
+            if fam == 'ip6' and 6 not in families:
+                continue
+            if (fam, name) in compat:
+                continue   # the same rules iptables-nft-save showed
+            found = audit_nft_table(t, chain)
+            has_nat = any(c.get('type') == 'nat' for c in t.chains.values())
+            if found or has_nat:
+                names.append('%s %s' % (fam, name))
+            sources.extend(found)
+        audited.append('nft ruleset (%s)' % (', '.join(names) if names else 'no other nat tables'))
+    judge(sources, allow_entries)
+    return _result(sources, chain, families, audited, notes)
+
+
+def _result(sources, chain, families, audited, notes):
+    offenders = [s for s in sources if s['reachable'] and not s['allowed']]
+    ours_by_family = {}
+    for family in families:
+        name = FAMILY_NAMES[family]
+        ours_by_family[name] = any(s['ours'] and s['reachable'] and s['family'] in (name, 'inet')
+                                   for s in sources)
+    ours_present = all(ours_by_family.values())
+    only_ours = ours_present and not offenders
+    return {
+        'changed': False,
+        'chain': chain,
+        'sources': sources,
+        'offenders': offenders,
+        'ours_present': ours_present,
+        'ours_by_family': ours_by_family,
+        'only_ours': only_ours,
+        'summary': summary(sources, offenders, ours_by_family, chain),
+        'audited': audited,
+        'notes': notes,
+    }
+
+
+def summary(sources, offenders, ours_by_family, chain):
+    parts = []
+    missing = [f for f, present in sorted(ours_by_family.items()) if not present]
+    if missing:
+        parts.append('%s masquerades nothing in %s (chain missing, empty, or not reached from POSTROUTING)'
+                     % (chain, ' and '.join(m.replace('ip', 'IP') for m in missing)))
+    if offenders:
+        counts = collections.Counter(s['owner'] for s in offenders)
+        parts.append('%d other SNAT rule%s would act on pod traffic: %s'
+                     % (len(offenders), '' if len(offenders) == 1 else 's',
+                        ', '.join('%s (%d)' % (o, n) for o, n in sorted(counts.items()))))
+    allowed = [s for s in sources if s['reachable'] and s['allowed'] and not s['ours']]
+    if not parts:
+        parts.append('%s is the only SNAT source for pod traffic' % chain)
+    if allowed:
+        counts = collections.Counter(s['owner'] for s in allowed)
+        parts.append('%d other rule%s allowed: %s' % (len(allowed), '' if len(allowed) == 1 else 's',
+                                                      ', '.join('%s (%d)' % (o, n) for o, n in sorted(counts.items()))))
+    unreachable = [s for s in sources if not s['reachable']]
+    if unreachable:
+        parts.append('%d not reached from the postrouting hook' % len(unreachable))
+    return '; '.join(parts) + '.'
+
+
+def offender_lines(result):
+    """One line per problem, for warnings and the failure message."""
+    lines = []
+    for family, present in sorted(result['ours_by_family'].items()):
+        if not present:
+            lines.append('%s: no MASQUERADE of %s is reached from POSTROUTING; run ipmasq.agent.masq_chain.'
+                         % (family.replace('ip', 'IP'), result['chain']))
+    for s in result['offenders']:
+        lines.append('[%s %s %s: %s] %s: %s -- %s'
+                     % (s['family'].replace('ip', 'IP'), s['backend'], s['table'], ' > '.join(s['path']),
+                        s['owner'], s['rule'], s['hint']))
+    return lines
+
+
+def _is_read_only(argv):
+    """The only commands the audit may run: a nat table save, a version
+    query, and the nft ruleset listing."""
+    if not argv:
+        return False
+    tool = argv[0].rsplit('/', 1)[-1]
+    args = list(argv[1:])
+    if re.match(r'^ip6?tables(-nft|-legacy)?-save$', tool):
+        return args == ['-t', 'nat']
+    if re.match(r'^ip6?tables(-nft|-legacy)?$', tool):
+        return args == ['--version']
+    if tool == 'nft':
+        return args == ['-j', 'list', 'ruleset']
+    return False
+
+
+def read_only(run):
+    """Wrap ``run`` so that anything but a listing is refused before it runs."""
+    def guarded(argv, data=None):
+        if data is not None or not _is_read_only(argv):
+            raise MasqError('internal error: the SNAT audit refused to run %r (it only reads).' % (argv,))
+        return run(argv)
+    return guarded
+
+
+def audit(run, find, chain=DEFAULT_CHAIN, ipv6=False, include_nft='auto', allow=None, proc_read=None):
+    """Read the node and judge every SNAT source.  Never changes anything:
+    every command goes through :func:`read_only`."""
+    chain = validate_chain_name(chain)
+    run = read_only(run)
+    if include_nft not in ('auto', 'always', 'never'):
+        raise MasqError("include_nft: %r is not one of 'auto', 'always', 'never'." % (include_nft,))
+    parse_allow(allow)   # bad input fails before anything runs
+    snapshots, nft_tables, notes, commands, tools_found = collect(
+        run, find, ipv6=ipv6, include_nft=include_nft, proc_read=proc_read)
+    if not tools_found:
+        raise MasqError('Neither iptables-save nor nft was found on the node: nothing to audit. '
+                        'Install iptables (or nftables).')
+    result = analyse(snapshots, nft_tables, chain=chain, ipv6=ipv6, allow=allow, notes=notes)
+    result['commands'] = commands
+    return result
