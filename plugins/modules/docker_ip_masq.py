@@ -1,0 +1,294 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, ipmasq.agent contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: docker_ip_masq
+short_description: Stop Docker from masquerading its default bridge
+version_added: 0.1.0
+description:
+  - >-
+    Sets C("ip-masq": false) in Docker's C(daemon.json) so that Docker adds no C(MASQUERADE) rule for its
+    default bridge (C(docker0)), leaving SNAT to the C(IP-MASQ-AGENT) chain. Every other key of the file and
+    its layout are kept; the file is edited as text, not rewritten.
+  - If C(--ip-masq) is on the C(dockerd) command line (the unit's C(ExecStart=), a drop-in, or a variable from
+    an C(EnvironmentFile=) such as C(DOCKER_OPTS) in C(/etc/default/docker) or C(OPTIONS) in
+    C(/etc/sysconfig/docker)), Docker refuses to start when C(daemon.json) also has the setting. The module
+    then sets the flag to C(--ip-masq=false) where it is written and makes sure C(daemon.json) has no
+    C(ip-masq) key.
+  - A flag in a file generated at run time (below C(/run), for example flannel's C(mk-docker-opts.sh) output
+    in C(/run/flannel/docker)) is not edited; a C(true) there is reported as a warning.
+  - A malformed C(daemon.json) (comments, trailing commas, not an object) is an error that names the file and
+    the position; nothing is changed. An empty file counts as C({}).
+  - Before the first edit of a file its original is kept in O(backup_dir); O(state=absent) puts it back byte
+    for byte. Docker needs a restart to apply any change (RV(restart_required)); the module never restarts it.
+  - With O(remove_stale_rules=true), after Docker has restarted with C(ip-masq) off, its default-bridge rule
+    C(-s <subnet> ! -o docker0 -j MASQUERADE) (and the hairpin rule C(-o docker0 -m addrtype --src-type LOCAL
+    -j MASQUERADE)) is deleted from C(POSTROUTING) if it survived the restart, IPv4 and IPv6, one
+    C(iptables-restore --noflush) transaction per family. Nothing else is touched.
+  - With O(report_networks=true), user-defined bridge networks that still masquerade are listed with what to
+    do; Docker cannot change that on an existing network.
+  - Does nothing (and reports RV(installed=false)) when Docker is not installed.
+author:
+  - ipmasq.agent maintainers (@ipmasq)
+attributes:
+  check_mode:
+    support: full
+    description: Reads everything and reports what would change; writes no file and runs no C(iptables-restore).
+  diff_mode:
+    support: full
+    description: Shows every file edited, before and after.
+  platform:
+    support: full
+    platforms: posix
+    description: Linux with systemd (the unit is looked up in O(unit_dirs)); C(daemon.json) is also handled without it.
+options:
+  state:
+    description:
+      - V(present) switches masquerading of the default bridge off.
+      - V(absent) puts back every file this module edited, from the originals in O(backup_dir). A file changed by
+        someone else since keeps those changes; in C(daemon.json) only the C(ip-masq) key is reverted, other
+        files are left alone with a warning.
+    type: str
+    choices: [present, absent]
+    default: present
+  daemon_json:
+    description:
+      - Docker's configuration file. A C(--config-file) on the C(dockerd) command line takes precedence.
+    type: path
+    default: /etc/docker/daemon.json
+  unit_name:
+    description: Docker's systemd unit.
+    type: str
+    default: docker.service
+  unit_dirs:
+    description:
+      - Directories searched for the unit and its C(<unit>.d/*.conf) drop-ins, highest priority first, as systemd does.
+    type: list
+    elements: path
+    default: [/etc/systemd/system, /run/systemd/system, /usr/local/lib/systemd/system, /lib/systemd/system, /usr/lib/systemd/system]
+  env_files:
+    description:
+      - Extra environment files whose every assignment is searched for C(--ip-masq), for options that reach
+        C(dockerd) through a wrapper script rather than the unit. Files named by the unit's C(EnvironmentFile=) are
+        always read (only the variables C(ExecStart=) uses).
+    type: list
+    elements: path
+    default: []
+  backup_dir:
+    description:
+      - Where the original of each edited file is kept (C(<backup_dir>/<path>)), with a small JSON record next to it,
+        so that O(state=absent) can restore it.
+    type: path
+    default: /var/lib/ipmasq-agent/backup
+  backup:
+    description:
+      - Also copy each file next to itself with a timestamp before it is changed (as C(backup=yes) does elsewhere).
+    type: bool
+    default: true
+  remove_stale_rules:
+    description:
+      - Delete Docker's default-bridge C(MASQUERADE) rule(s) from C(POSTROUTING) when Docker no longer masquerades
+        the default bridge but the rule is still there.
+      - The bridge and its subnets come from C(docker network inspect bridge) when the Docker CLI works, else
+        from O(bridge_name) and O(bridge_cidrs), else from C(daemon.json) (C(bridge)) and the rule's shape on
+        C(docker0).
+      - Nothing is deleted while the running Docker still masquerades (restart pending) or the configuration
+        still has it on.
+    type: bool
+    default: false
+  bridge_name:
+    description: Name of Docker's default bridge, when the Docker CLI cannot tell.
+    type: str
+  bridge_cidrs:
+    description: Subnets of Docker's default bridge (IPv4 and IPv6), when the Docker CLI cannot tell.
+    type: list
+    elements: str
+  report_networks:
+    description:
+      - List user-defined bridge networks that still masquerade (RV(masquerading_networks)), each with a warning
+        saying how to recreate it with C(com.docker.network.bridge.enable_ip_masquerade=false).
+    type: bool
+    default: false
+  docker_bin:
+    description: The Docker CLI used by O(remove_stale_rules) and O(report_networks). Default is C(docker) on C(PATH).
+    type: path
+  root:
+    description:
+      - Look every file up below this directory, as C(systemctl --root) does (an image, a test tree).
+        Commands still run on the node.
+    type: path
+    default: /
+notes:
+  - >-
+    C("ip-masq": false) covers the default bridge only. Networks created with C(docker network create) (and by
+    Compose) masquerade unless created with C(-o com.docker.network.bridge.enable_ip_masquerade=false).
+  - >-
+    With C("iptables": false) Docker writes no rules at all; the setting is still made.
+  - >-
+    With C("firewall-backend": "nftables") Docker keeps its rules in the nft table C(ip docker-bridges);
+    O(remove_stale_rules) looks at iptables only.
+  - The P(ipmasq.agent.ip_masq#role) role runs this module, restarts Docker through a handler, then runs it
+    again with O(remove_stale_rules) and O(report_networks).
+seealso:
+  - module: ipmasq.agent.flannel_ip_masq
+  - module: ipmasq.agent.masq_chain
+  - name: Docker daemon configuration file
+    description: The C(daemon.json) reference.
+    link: https://docs.docker.com/reference/cli/dockerd/#daemon-configuration-file
+'''
+
+EXAMPLES = r'''
+- name: Docker does not masquerade its default bridge
+  ipmasq.agent.docker_ip_masq:
+  notify: Restart docker
+
+- name: After the restart, remove a rule that survived and list networks that still masquerade
+  ipmasq.agent.docker_ip_masq:
+    remove_stale_rules: true
+    report_networks: true
+
+- name: Put Docker's configuration back as it was
+  ipmasq.agent.docker_ip_masq:
+    state: absent
+  notify: Restart docker
+'''
+
+RETURN = r'''
+installed:
+  description: Whether Docker was found (its unit, or C(dockerd) on C(PATH)). When false nothing was done.
+  returned: always
+  type: bool
+  sample: true
+state:
+  description: The state asked for.
+  returned: always
+  type: str
+  sample: present
+restart_required:
+  description: Whether a file was changed, so Docker must restart to apply it.
+  returned: always
+  type: bool
+  sample: true
+where:
+  description: Where the setting lives - C(daemon.json) or C(command line) (C(--ip-masq) in the unit or an environment file).
+  returned: when installed and state is present
+  type: str
+  sample: daemon.json
+daemon_json:
+  description: The configuration file used (O(daemon_json) or C(--config-file)).
+  returned: when installed and state is present
+  type: str
+  sample: /etc/docker/daemon.json
+default_bridge_masquerade:
+  description: Whether Docker will still masquerade its default bridge after a restart (a C(true) flag that cannot be edited).
+  returned: when installed and state is present
+  type: bool
+  sample: false
+flag_sources:
+  description: Every C(--ip-masq) on the C(dockerd) command line after the run, with the file and variable it comes from.
+  returned: when installed
+  type: list
+  elements: dict
+  sample: [{"path": "/etc/default/docker", "variable": "DOCKER_OPTS", "text": "--ip-masq=false", "runtime": false}]
+unit:
+  description: The unit file found.
+  returned: when installed
+  type: str
+  sample: /lib/systemd/system/docker.service
+unit_files:
+  description: The unit file and its drop-ins, in the order systemd reads them.
+  returned: when installed
+  type: list
+  elements: str
+edited:
+  description: Files changed (or that would be, in check mode).
+  returned: always
+  type: list
+  elements: str
+  sample: [/etc/docker/daemon.json]
+backups:
+  description: Timestamped copies made next to the edited files.
+  returned: always
+  type: list
+  elements: str
+  sample: ["/etc/docker/daemon.json.4242.2026-01-01@10:00:00~"]
+removed_rules:
+  description: Rules and chains deleted (or that would be), per family, as C(iptables-save) printed them.
+  returned: when installed
+  type: list
+  elements: str
+  sample: ["IPv4: -A POSTROUTING -s 172.17.0.0/16 ! -o docker0 -j MASQUERADE"]
+bridge:
+  description: The default bridge and subnets the rule search used.
+  returned: when O(remove_stale_rules=true) and Docker has a default bridge
+  type: dict
+  sample: {"name": "docker0", "subnets": ["172.17.0.0/16"]}
+masquerading_networks:
+  description: User-defined bridge networks that still masquerade, with C(name), C(id), C(bridge), C(subnets) and C(advice).
+  returned: when installed
+  type: list
+  elements: dict
+messages:
+  description: What was found and done, in sentences.
+  returned: always
+  type: list
+  elements: str
+'''
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemon_opts import (
+    DEFAULT_BACKUP_DIR,
+    DEFAULT_UNIT_DIRS,
+    docker_sync,
+)
+from ansible_collections.ipmasq.agent.plugins.module_utils._masq import MasqError
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            state=dict(type='str', choices=['present', 'absent'], default='present'),
+            daemon_json=dict(type='path', default='/etc/docker/daemon.json'),
+            unit_name=dict(type='str', default='docker.service'),
+            unit_dirs=dict(type='list', elements='path', default=list(DEFAULT_UNIT_DIRS)),
+            env_files=dict(type='list', elements='path', default=[]),
+            backup_dir=dict(type='path', default=DEFAULT_BACKUP_DIR),
+            backup=dict(type='bool', default=True),
+            remove_stale_rules=dict(type='bool', default=False),
+            bridge_name=dict(type='str'),
+            bridge_cidrs=dict(type='list', elements='str'),
+            report_networks=dict(type='bool', default=False),
+            docker_bin=dict(type='path'),
+            root=dict(type='path', default='/'),
+        ),
+        supports_check_mode=True,
+    )
+    env = {'LC_ALL': 'C', 'LANG': 'C'}
+
+    def run(argv, data=None):
+        return module.run_command(argv, data=data, binary_data=False, environ_update=env)
+
+    try:
+        result = docker_sync(module.params, run, module.get_bin_path, check_mode=module.check_mode)
+    except MasqError as e:
+        module.fail_json(msg=e.msg, **e.details)
+
+    for warning in result.warnings:
+        module.warn(warning)
+    out = dict(result.data)
+    if module._diff:
+        out['diff'] = result.diff
+    module.exit_json(**out)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,252 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, ipmasq.agent contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: flannel_ip_masq
+short_description: Stop flanneld (run by systemd) from masquerading pod traffic
+version_added: 0.1.0
+description:
+  - Removes C(--ip-masq) (also written C(-ip-masq), C(--ip-masq=true), C(-ip-masq=1) and so on) from flanneld's
+    command line wherever it is written - the unit's C(ExecStart=), a drop-in in C(flanneld.service.d/), or a
+    variable the unit reads from an C(EnvironmentFile=) such as C(FLANNEL_OPTIONS) in C(/etc/sysconfig/flanneld)
+    - keeping every other byte of the file. C(--ip-masq=false) is left where it is.
+  - Sets C(FLANNELD_IP_MASQ) to C(false) where it is defined, when no flag is on the command line (flanneld
+    reads it from the environment then).
+  - Sets C(ipmasq=false) at the top of flannel's C(mk-docker-opts.sh) where present (see O(mk_docker_opts)), so
+    Docker gets no C(--ip-masq) flag from flannel, which would clash with C("ip-masq") in C(daemon.json).
+  - With O(remove_stale_rules=true), once flanneld runs without C(--ip-masq) (C(/run/flannel/subnet.env) says
+    C(FLANNEL_IPMASQ=false), or flanneld is not running), deletes what flannel leaves behind - the chain
+    C(FLANNEL-POSTRTG), its jump from C(POSTROUTING), and C(POSTROUTING) rules commented C(flanneld masq) - in
+    IPv4 and IPv6, one C(iptables-restore --noflush) transaction per family. Other chains and rules are not
+    touched; a jump to C(FLANNEL-POSTRTG) that is not flannel's is an error and nothing is changed.
+  - Before the first edit of a file its original is kept in O(backup_dir); O(state=absent) puts it back. flanneld
+    needs a restart to apply any change (RV(restart_required)); the module never restarts it.
+  - Does nothing (RV(installed=false)) unless flanneld has a systemd unit on the node. flannel run by the
+    kube-flannel DaemonSet is configured in its manifest instead.
+author:
+  - ipmasq.agent maintainers (@ipmasq)
+attributes:
+  check_mode:
+    support: full
+    description: Reads everything and reports what would change; writes no file and runs no C(iptables-restore).
+  diff_mode:
+    support: full
+    description: Shows every file edited, before and after.
+  platform:
+    support: full
+    platforms: posix
+    description: Linux with systemd and iptables (either backend).
+options:
+  state:
+    description:
+      - V(present) switches flannel's masquerading off.
+      - V(absent) puts back every file this module edited, from the originals in O(backup_dir). It does not
+        re-create flannel's rules; flanneld does that itself when it restarts with C(--ip-masq).
+    type: str
+    choices: [present, absent]
+    default: present
+  unit_name:
+    description: flanneld's systemd unit.
+    type: str
+    default: flanneld.service
+  unit_dirs:
+    description:
+      - Directories searched for the unit and its C(<unit>.d/*.conf) drop-ins, highest priority first, as systemd does.
+    type: list
+    elements: path
+    default: [/etc/systemd/system, /run/systemd/system, /usr/local/lib/systemd/system, /lib/systemd/system, /usr/lib/systemd/system]
+  env_files:
+    description:
+      - Extra environment files whose every assignment is searched for C(--ip-masq), for options that reach
+        flanneld through a wrapper script that sources them. Files named by the unit's C(EnvironmentFile=) (such as
+        C(/etc/sysconfig/flanneld)) are always read (only the variables C(ExecStart=) uses).
+    type: list
+    elements: path
+    default: []
+  mk_docker_opts:
+    description:
+      - Copies of flannel's C(mk-docker-opts.sh) whose top-level C(ipmasq=true) is set to C(false). Missing ones
+        are skipped.
+    type: list
+    elements: path
+    default: [/usr/libexec/flannel/mk-docker-opts.sh, /opt/bin/mk-docker-opts.sh, /usr/local/bin/mk-docker-opts.sh, /usr/bin/mk-docker-opts.sh]
+  subnet_env:
+    description:
+      - The file the running flanneld writes C(FLANNEL_IPMASQ=) to; while it says C(true) the rules are left alone,
+        because the running flanneld would re-create them.
+    type: path
+    default: /run/flannel/subnet.env
+  remove_stale_rules:
+    description:
+      - Delete C(FLANNEL-POSTRTG), its jump and C(POSTROUTING) rules commented C(flanneld masq) once flanneld no
+        longer masquerades. Turning C(--ip-masq) off does not remove them.
+    type: bool
+    default: true
+  backup_dir:
+    description:
+      - Where the original of each edited file is kept (C(<backup_dir>/<path>)), with a small JSON record next to it,
+        so that O(state=absent) can restore it.
+    type: path
+    default: /var/lib/ipmasq-agent/backup
+  backup:
+    description: Also copy each file next to itself with a timestamp before it is changed.
+    type: bool
+    default: true
+  root:
+    description:
+      - Look every file up below this directory, as C(systemctl --root) does (an image, a test tree).
+        iptables commands still run on the node.
+    type: path
+    default: /
+notes:
+  - Run it twice around a restart of flanneld - once to edit the options, then, after the restart, with
+    O(remove_stale_rules=true) to delete the rules. The P(ipmasq.agent.ip_masq#role) role does this.
+  - flannel's nftables mode (tables C(flannel-ipv4), C(flannel-ipv6)) is not handled.
+seealso:
+  - module: ipmasq.agent.docker_ip_masq
+  - module: ipmasq.agent.masq_chain
+'''
+
+EXAMPLES = r'''
+- name: flanneld does not masquerade (rules are removed after the restart)
+  ipmasq.agent.flannel_ip_masq:
+    remove_stale_rules: false
+  notify: Restart flanneld
+
+- name: Restart flanneld now
+  ansible.builtin.meta: flush_handlers
+
+- name: Remove FLANNEL-POSTRTG and its jump
+  ipmasq.agent.flannel_ip_masq:
+
+- name: Options in /etc/default/flanneld, sourced by a start script
+  ipmasq.agent.flannel_ip_masq:
+    env_files: [/etc/default/flanneld]
+'''
+
+RETURN = r'''
+installed:
+  description: Whether flanneld has a systemd unit. When false nothing was done.
+  returned: always
+  type: bool
+  sample: true
+state:
+  description: The state asked for.
+  returned: always
+  type: str
+  sample: present
+restart_required:
+  description: Whether a file was changed, so flanneld must restart to apply it.
+  returned: always
+  type: bool
+  sample: true
+ip_masq:
+  description: Whether flanneld would still masquerade after a restart (a C(true) that could not be edited).
+  returned: when installed and state is present
+  type: bool
+  sample: false
+flag_sources:
+  description: Every C(--ip-masq) left on the command line (C(false) ones), with the file and variable.
+  returned: when installed
+  type: list
+  elements: dict
+unit:
+  description: The unit file found.
+  returned: when installed
+  type: str
+  sample: /usr/lib/systemd/system/flanneld.service
+unit_files:
+  description: The unit file and its drop-ins, in the order systemd reads them.
+  returned: when installed
+  type: list
+  elements: str
+edited:
+  description: Files changed (or that would be, in check mode).
+  returned: always
+  type: list
+  elements: str
+  sample: [/etc/sysconfig/flanneld, /usr/libexec/flannel/mk-docker-opts.sh]
+backups:
+  description: Timestamped copies made next to the edited files.
+  returned: always
+  type: list
+  elements: str
+stale_rules:
+  description: flannel's rules and chains found in the nat table, per family.
+  returned: when installed
+  type: list
+  elements: str
+removed_rules:
+  description: Rules and chains deleted (or that would be), per family.
+  returned: when installed
+  type: list
+  elements: str
+  sample: ['IPv4: -A POSTROUTING -m comment --comment "flanneld masq" -j FLANNEL-POSTRTG', "IPv4: chain FLANNEL-POSTRTG"]
+messages:
+  description: What was found and done, in sentences.
+  returned: always
+  type: list
+  elements: str
+'''
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemon_opts import (
+    DEFAULT_BACKUP_DIR,
+    DEFAULT_UNIT_DIRS,
+    flannel_sync,
+)
+from ansible_collections.ipmasq.agent.plugins.module_utils._masq import MasqError
+
+MK_DOCKER_OPTS = [
+    '/usr/libexec/flannel/mk-docker-opts.sh',
+    '/opt/bin/mk-docker-opts.sh',
+    '/usr/local/bin/mk-docker-opts.sh',
+    '/usr/bin/mk-docker-opts.sh',
+]
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            state=dict(type='str', choices=['present', 'absent'], default='present'),
+            unit_name=dict(type='str', default='flanneld.service'),
+            unit_dirs=dict(type='list', elements='path', default=list(DEFAULT_UNIT_DIRS)),
+            env_files=dict(type='list', elements='path', default=[]),
+            mk_docker_opts=dict(type='list', elements='path', default=list(MK_DOCKER_OPTS)),
+            subnet_env=dict(type='path', default='/run/flannel/subnet.env'),
+            remove_stale_rules=dict(type='bool', default=True),
+            backup_dir=dict(type='path', default=DEFAULT_BACKUP_DIR),
+            backup=dict(type='bool', default=True),
+            root=dict(type='path', default='/'),
+        ),
+        supports_check_mode=True,
+    )
+    env = {'LC_ALL': 'C', 'LANG': 'C'}
+
+    def run(argv, data=None):
+        return module.run_command(argv, data=data, binary_data=False, environ_update=env)
+
+    try:
+        result = flannel_sync(module.params, run, module.get_bin_path, check_mode=module.check_mode)
+    except MasqError as e:
+        module.fail_json(msg=e.msg, **e.details)
+
+    for warning in result.warnings:
+        module.warn(warning)
+    out = dict(result.data)
+    if module._diff:
+        out['diff'] = result.diff
+    module.exit_json(**out)
+
+
+if __name__ == '__main__':
+    main()
