@@ -1,0 +1,455 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, ipmasq.agent contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# NOTE: private to the ipmasq.agent collection; not a public API.
+"""The node-side resync: one cycle of the Kubernetes ip-masq-agent, run by systemd.
+
+The role installs this file with ``_masq.py`` and ``_masq_config.py`` under
+``ip_masq_lib_dir`` and runs it from ``ip-masq-agent.service``, which a timer
+starts at boot and every resync interval and a path unit starts whenever the
+config file changes::
+
+    PYTHONPATH=/usr/local/lib/ipmasq-agent python3 -m \\
+        ansible_collections.ipmasq.agent.plugins.module_utils._masq_resync \\
+        --config /etc/ip-masq-agent/config --enable-ipv6
+
+One cycle reads the config file as the upstream agent does (a missing file
+means the defaults; an invalid one is refused, the last good configuration is
+enforced instead and the exit code is 2), then calls the collection's one
+implementation of the rules (``_masq.sync``): one ``iptables-save`` per
+family, and an ``iptables-restore --noflush`` only when something drifted.
+Nothing is written and nothing is logged when nothing drifted; every repair
+is logged with a journald priority prefix (``<4>`` warning, ``<5>`` notice).
+
+The state file (``--state-file``) is a verbatim copy of the last config file
+that was valid and applied (empty when the defaults applied): it is rewritten
+only when the config file changed, compared as text on every cycle, and
+enforced while the config file is refused.
+
+Exit codes: 0 done (in sync or repaired), 1 failed (iptables, state file),
+2 the config file was refused, 64 bad command line.
+
+Standard library only.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import sys
+
+from ansible_collections.ipmasq.agent.plugins.module_utils._masq import (
+    DEFAULT_CHAIN,
+    MasqError,
+    Policy,
+    parse_to_ports,
+    sync,
+    validate_chain_name,
+)
+from ansible_collections.ipmasq.agent.plugins.module_utils._masq_config import (
+    DEFAULT_CONFIG_PATH,
+    ConfigError,
+    defaults,
+    format_go_duration,
+    parse_config,
+    parse_go_duration_ns,
+    read_config,
+    render_config,
+)
+
+PROG = 'ip-masq-agent'
+DEFAULT_STATE_FILE = '/var/lib/ipmasq-agent/last-good-config'
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_CONFIG = 2
+EXIT_USAGE = 64
+COMMAND_TIMEOUT = 90          # iptables-restore waits up to 30 s for the xtables lock
+TOOL_DIRS = ('/usr/sbin', '/sbin', '/usr/bin', '/bin')
+PRIORITY = {'err': 3, 'warning': 4, 'notice': 5, 'info': 6, 'debug': 7}
+_GO_TRUE = ('1', 't', 'T', 'true', 'TRUE', 'True')
+_GO_FALSE = ('0', 'f', 'F', 'false', 'FALSE', 'False')
+
+
+class UsageError(MasqError):
+    """A bad command line: nothing can be enforced with it."""
+
+
+# --------------------------------------------------------------------------
+# Logging: one line per message, journald priority prefixes under systemd
+# --------------------------------------------------------------------------
+
+def _stderr_is_journal(stream):
+    """True when systemd connected ``stream`` to the journal ($JOURNAL_STREAM)."""
+    dev, _sep, ino = os.environ.get('JOURNAL_STREAM', '').partition(':')
+    try:
+        st = os.fstat(stream.fileno())
+        return st.st_dev == int(dev) and st.st_ino == int(ino)
+    except (ValueError, OSError, AttributeError):
+        return False
+
+
+class Log:
+    def __init__(self, fmt='auto', verbose=False, stream=None):
+        self.stream = stream if stream is not None else sys.stderr
+        if fmt == 'auto':
+            fmt = 'journal' if _stderr_is_journal(self.stream) else 'plain'
+        self.journal = fmt == 'journal'
+        self.verbose = verbose
+
+    def __call__(self, level, msg):
+        if level == 'debug' and not self.verbose:
+            return
+        for line in str(msg).splitlines() or ['']:
+            if self.journal:
+                self.stream.write('<%d>%s\n' % (PRIORITY[level], line))
+            else:
+                self.stream.write('%s: %s: %s\n' % (PROG, level, line))
+        self.stream.flush()
+
+
+# --------------------------------------------------------------------------
+# Running the node's tools (no shell; LC_ALL=C; bounded in time)
+# --------------------------------------------------------------------------
+
+def make_run(timeout=COMMAND_TIMEOUT):
+    import subprocess  # pylint: disable=import-outside-toplevel
+
+    env = dict(os.environ)
+    env.update({'LC_ALL': 'C', 'LANG': 'C'})
+
+    def run(argv, data=None):
+        try:
+            proc = subprocess.run(argv, input=data, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  universal_newlines=True, env=env, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            return 124, '', '%s did not finish within %d seconds' % (argv[0], timeout)
+        except (IOError, OSError) as e:
+            return 127, '', '%s: %s' % (argv[0], getattr(e, 'strerror', None) or e)
+        return proc.returncode, proc.stdout, proc.stderr
+
+    return run
+
+
+def find(name):
+    """The tool on $PATH, then in the sbin directories (systemd's PATH has them)."""
+    dirs = os.environ.get('PATH', '').split(os.pathsep) + list(TOOL_DIRS)
+    for directory in dirs:
+        if not directory:
+            continue
+        candidate = os.path.join(directory, name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+# --------------------------------------------------------------------------
+# The state file: a verbatim copy of the last config file that was good and
+# applied (empty when the defaults applied because there was no file)
+# --------------------------------------------------------------------------
+
+def read_state(path, log):
+    """The last good config text, or None when there is none (unreadable: logged)."""
+    try:
+        with open(path, 'rb') as handle:
+            return handle.read().decode('utf-8')
+    except (IOError, OSError) as e:
+        if getattr(e, 'errno', None) != 2:
+            log('warning', 'state file %s cannot be read (%s); it is written again after the next good apply.'
+                % (path, getattr(e, 'strerror', None) or e))
+    except UnicodeDecodeError:
+        log('warning', 'state file %s is not UTF-8 text; it is written again after the next good apply.' % path)
+    return None
+
+
+def write_state(path, text):
+    """Replace the state file atomically (write, fsync, rename)."""
+    directory = os.path.dirname(path) or '.'
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o700)
+    tmp = os.path.join(directory, '.%s.%d.tmp' % (os.path.basename(path), os.getpid()))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, 'wb') as handle:
+            handle.write(text.encode('utf-8'))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.rename(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _saved(path):
+    import time  # pylint: disable=import-outside-toplevel
+
+    try:
+        return time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(os.stat(path).st_mtime))
+    except OSError:
+        return 'earlier'
+
+
+# --------------------------------------------------------------------------
+# One cycle
+# --------------------------------------------------------------------------
+
+def build_policy(settings, opts):
+    return Policy(
+        nonmasquerade_cidrs=settings['nonmasquerade_cidrs'],
+        nomasq_all_reserved_ranges=opts.nomasq_all_reserved_ranges,
+        masq_link_local=settings['masq_link_local'],
+        masq_link_local_ipv6=settings['masq_link_local_ipv6'],
+        ipv6=opts.enable_ipv6,
+        chain=opts.masq_chain,
+        random_fully=opts.random_fully,
+        to_ports=opts.to_ports,
+        jump_position=opts.jump_position,
+        cidr_limit=settings['cidr_limit'],
+    )
+
+
+def check_flags(opts):
+    """The flag-only checks, before anything is read."""
+    try:
+        validate_chain_name(opts.masq_chain)
+        parse_to_ports(opts.to_ports)
+        if opts.resync_interval is not None and parse_go_duration_ns(opts.resync_interval) <= 0:
+            raise MasqError('--resync-interval %s is not a positive duration.' % opts.resync_interval)
+    except MasqError as e:
+        raise UsageError(e.msg)
+
+
+def _settings(text, opts):
+    """``(settings, warnings, policy)`` for a config text (None: no file); ConfigError if refused."""
+    if text is None:
+        settings, warnings = defaults(), []
+    else:
+        settings, warnings = parse_config(text, ipv6=opts.enable_ipv6)
+    try:
+        policy = build_policy(settings, opts)
+    except MasqError as e:
+        raise ConfigError(e.msg)
+    return settings, warnings, policy
+
+
+def _fallback(opts, state_text, log, refused):
+    """The policy of the last good configuration, or None (logged either way)."""
+    why = '%s refused: %s' % (opts.config, refused.msg.rstrip('.'))
+    if state_text is None:
+        log('err', '%s. There is no last good configuration (%s) to enforce instead: the rules on the node '
+            'are left as they are.' % (why, opts.state_file))
+        return None
+    try:
+        policy = _settings(state_text, opts)[2]
+    except MasqError as e:
+        log('err', '%s. The last good configuration (%s) does not work with these flags either (%s): the rules '
+            'on the node are left as they are.' % (why, opts.state_file, e.msg.rstrip('.')))
+        return None
+    log('err', '%s. Enforcing the last good configuration instead (%s, saved %s).'
+        % (why, opts.state_file, _saved(opts.state_file)))
+    return policy
+
+
+def cycle(opts, log):
+    """Run one cycle; return the exit code."""
+    check_flags(opts)
+    state_text = read_state(opts.state_file, log)
+    refused = None
+    text = settings = warnings = None
+    try:
+        text = read_config(opts.config)
+        settings, warnings, policy = _settings(text, opts)
+    except ConfigError as e:
+        refused = e
+        policy = _fallback(opts, state_text, log, refused)
+        if policy is None:
+            return EXIT_CONFIG
+
+    current = '' if text is None else text
+    new_config = refused is None and state_text != current
+    if new_config:
+        if text is None:
+            log('notice', 'no config file at %s: the upstream defaults apply: %s'
+                % (opts.config, render_config(settings, compact=True)))
+        else:
+            log('notice', 'configuration from %s: %s' % (opts.config, render_config(settings, compact=True)))
+        for warning in warnings:
+            log('warning', '%s: %s' % (opts.config, warning))
+        if opts.resync_interval is not None and text is not None:
+            timer = format_go_duration(parse_go_duration_ns(opts.resync_interval))
+            if timer != settings['resync_interval']:
+                log('warning', '%s: resyncInterval is %s but this service runs every %s (the timer the role '
+                    'writes from ip_masq_resync_interval); the file does not change the timer.'
+                    % (opts.config, settings['resync_interval'], timer))
+
+    result = sync(policy, state='present', run=make_run(), find=find, check_mode=opts.check)
+
+    if result['actions']:
+        if opts.check:
+            verb, level = 'would repair', 'notice'
+        elif new_config:
+            verb, level = 'applied', 'notice'
+        elif refused is not None:
+            verb, level = 'repaired drift (last good configuration)', 'warning'
+        else:
+            verb, level = 'repaired drift', 'warning'
+        for action in result['actions']:
+            log(level, '%s: %s' % (verb, action))
+        for family in ('ipv4', 'ipv6'):
+            payload = (result.get(family) or {}).get('restore_input')
+            if payload:
+                log('debug', '%s-restore input:\n%s' % ('iptables' if family == 'ipv4' else 'ip6tables',
+                                                        payload.rstrip('\n')))
+    elif opts.verbose:
+        log('info', 'in sync: chain %s and its POSTROUTING jump (%s, iptables %s); nothing written.'
+            % (result['chain'], result['backend'], result['iptables_version']))
+
+    if new_config and not opts.check:
+        try:
+            write_state(opts.state_file, current)
+        except (IOError, OSError) as e:
+            log('err', 'the rules are applied, but the state file %s cannot be written (%s): an invalid config '
+                'file later would find no last good configuration to enforce.'
+                % (opts.state_file, getattr(e, 'strerror', None) or e))
+            return EXIT_FAILED
+    return EXIT_CONFIG if refused is not None else EXIT_OK
+
+
+# --------------------------------------------------------------------------
+# Command line (upstream's flags; no argparse, which costs more than a cycle's work)
+# --------------------------------------------------------------------------
+
+USAGE = """usage: %(prog)s [--config PATH] [--masq-chain NAME] [--nomasq-all-reserved-ranges[=BOOL]]
+                     [--enable-ipv6[=BOOL]] [--random-fully[=BOOL]] [--to-ports RANGES]
+                     [--jump-position append|first] [--state-file PATH] [--resync-interval DURATION]
+                     [--once] [--check] [--log-format auto|journal|plain] [-v] [-h]
+""" % {'prog': PROG}
+
+HELP = USAGE + """
+One cycle of the Kubernetes ip-masq-agent on a node without Kubernetes: read the agent
+config file (YAML or JSON, the upstream schema) and make the nat chain and its POSTROUTING
+jump match it. Nothing is written when nothing drifted. The flags mirror upstream's.
+
+  --config PATH             the agent config file (default %(config)s);
+                            a missing file means the upstream defaults
+  --masq-chain NAME         the nat chain (default %(chain)s)
+  --nomasq-all-reserved-ranges[=BOOL]
+                            also exempt the reserved IPv4 ranges, appended to the list
+  --enable-ipv6[=BOOL]      manage ip6tables too (IPv6 CIDRs in the file need it)
+  --random-fully[=BOOL]     add --random-fully to MASQUERADE (default false here;
+                            upstream defaults to true)
+  --to-ports RANGES         source ports for MASQUERADE, e.g. 1024-29999,32768-65535
+  --jump-position POS       append (upstream, default) or first (kept at position 1)
+  --state-file PATH         a copy of the last good config file (default %(state)s);
+                            enforced when the config file is refused
+  --resync-interval DUR     the interval the timer runs this at (Go duration); only
+                            used to warn when the file's resyncInterval differs
+  --once                    run one cycle and exit (the default; systemd's timer
+                            schedules the next one)
+  --check                   report what would change; write nothing
+  --log-format FMT          auto (default: journal when stderr is the journal),
+                            journal (syslog priority prefixes) or plain
+  -v, --verbose             also say when nothing drifted; show the restore input
+  -h, --help                show this help
+
+Booleans take Go's forms: --enable-ipv6, --enable-ipv6=true, --enable-ipv6=false.
+Exit codes: 0 in sync or repaired; 1 failed; 2 the config file was refused (the last
+good configuration is enforced when there is one); 64 bad command line.
+""" % {'config': DEFAULT_CONFIG_PATH, 'chain': DEFAULT_CHAIN, 'state': DEFAULT_STATE_FILE}
+
+# flag -> (attribute, kind, default); kind: str, bool, or a tuple of choices
+FLAGS = {
+    '--config': ('config', 'str', DEFAULT_CONFIG_PATH),
+    '--masq-chain': ('masq_chain', 'str', DEFAULT_CHAIN),
+    '--nomasq-all-reserved-ranges': ('nomasq_all_reserved_ranges', 'bool', False),
+    '--enable-ipv6': ('enable_ipv6', 'bool', False),
+    '--random-fully': ('random_fully', 'bool', False),
+    '--to-ports': ('to_ports', 'str', ''),
+    '--jump-position': ('jump_position', ('append', 'first'), 'append'),
+    '--state-file': ('state_file', 'str', DEFAULT_STATE_FILE),
+    '--resync-interval': ('resync_interval', 'str', None),
+    '--once': ('once', 'bool', False),
+    '--check': ('check', 'bool', False),
+    '--log-format': ('log_format', ('auto', 'journal', 'plain'), 'auto'),
+    '--verbose': ('verbose', 'bool', False),
+    '--help': ('help', 'bool', False),
+}
+_SHORT = {'-v': '--verbose', '-h': '--help'}
+
+
+class Options:
+    def __init__(self):
+        for attr, _kind, default in FLAGS.values():
+            setattr(self, attr, default)
+
+
+class _BadUsage(Exception):
+    pass
+
+
+def _go_bool(flag, text):
+    """Go's strconv.ParseBool, as the upstream agent's boolean flags take it."""
+    if text in _GO_TRUE:
+        return True
+    if text in _GO_FALSE:
+        return False
+    raise _BadUsage('invalid boolean value %r for %s (use true or false)' % (text, flag))
+
+
+def _parse(argv):
+    opts = Options()
+    args = list(argv)
+    while args:
+        arg = args.pop(0)
+        name, eq, value = arg.partition('=')
+        name = _SHORT.get(name, name)
+        if name not in FLAGS:
+            raise _BadUsage('unknown option %s' % arg if arg.startswith('-') else 'unexpected argument %r' % arg)
+        attr, kind, _default = FLAGS[name]
+        if kind == 'bool':
+            setattr(opts, attr, _go_bool(name, value) if eq else True)
+            continue
+        if not eq:
+            if not args:
+                raise _BadUsage('%s needs a value' % name)
+            value = args.pop(0)
+        if isinstance(kind, tuple) and value not in kind:
+            raise _BadUsage('%s must be one of %s, not %r' % (name, ', '.join(kind), value))
+        setattr(opts, attr, value)
+    return opts
+
+
+def parse_args(argv=None):
+    """The options; prints help or a usage error and exits (0 / 64) as needed."""
+    try:
+        opts = _parse(sys.argv[1:] if argv is None else argv)
+    except _BadUsage as e:
+        sys.stderr.write('%s%s: error: %s\n' % (USAGE, PROG, e))
+        raise SystemExit(EXIT_USAGE)
+    if opts.help:
+        sys.stdout.write(HELP)
+        raise SystemExit(EXIT_OK)
+    return opts
+
+
+def main(argv=None):
+    opts = parse_args(argv)
+    log = Log(opts.log_format, opts.verbose)
+    try:
+        return cycle(opts, log)
+    except UsageError as e:
+        log('err', e.msg)
+        return EXIT_USAGE
+    except MasqError as e:
+        detail = (e.details.get('stderr') or '').strip()
+        log('err', e.msg if not detail or detail in e.msg else '%s (%s)' % (e.msg, detail))
+        return EXIT_FAILED
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())

@@ -1,0 +1,392 @@
+"""The node-side resync (module_utils/_masq_resync.py) as systemd runs it: a real
+process started with ``python3 -m`` from a copy of exactly the three files the
+role installs, against real iptables (nf_tables and legacy) inside a network
+namespace.  A shim on PATH logs every iptables-save/-restore call (and then
+runs the real tool), so "writes nothing" is counted, not assumed."""
+import os
+import shutil
+import stat
+
+import pytest
+
+import netlab
+from test_masq_chain import CHAIN, FOREIGN, JUMP, add_foreign, chain_lines, not_ours, ours
+
+ROOT = netlab.ROOT
+PYTHON = '/usr/bin/python3'
+MODULE = 'ansible_collections.ipmasq.agent.plugins.module_utils._masq_resync'
+LIB_FILES = ('_masq.py', '_masq_config.py', '_masq_resync.py')
+TOOLS = ('iptables-save', 'iptables-restore', 'ip6tables-save', 'ip6tables-restore')
+LINK_LOCAL = '169.254.0.0/16'
+DEFAULTS = [LINK_LOCAL, '10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16']
+
+SEED_000 = '{"NonMasqueradeCIDRs":["172.16.0.0/16","10.168.0.0/16"],"MasqLinkLocal":true,"ResyncInterval":"1m0s"}'
+SEED_001 = 'nonMasqueradeCIDRs:\n  - 10.0.0.0/8\nresyncInterval: 60s\nmasqLinkLocal: true\n'
+
+
+class Agent:
+    """The resync entry point installed as the role installs it, run in a node's namespace."""
+
+    def __init__(self, node, base, fail_restore=False):
+        self.node = node
+        self.base = str(base)
+        self.lib = os.path.join(self.base, 'lib')
+        pkg = os.path.join(self.lib, 'ansible_collections', 'ipmasq', 'agent', 'plugins', 'module_utils')
+        os.makedirs(pkg)
+        for name in LIB_FILES:
+            shutil.copy(os.path.join(ROOT, 'plugins', 'module_utils', name), pkg)
+        self.config = os.path.join(self.base, 'etc', 'ip-masq-agent', 'config')
+        os.makedirs(os.path.dirname(self.config))
+        self.state = os.path.join(self.base, 'state', 'last-good-config')
+        self.calls_log = os.path.join(self.base, 'calls.log')
+        self.shim = os.path.join(self.base, 'shim')
+        os.makedirs(self.shim)
+        for tool in TOOLS:
+            real = node.backend.tool(tool)
+            body = '#!/bin/sh\necho "%s $*" >> %s\n' % (tool, self.calls_log)
+            if fail_restore and tool.endswith('-restore'):
+                body += 'echo "%s: line 2 failed" >&2\nexit 1\n' % tool
+            else:
+                body += 'exec %s "$@"\n' % real
+            path = os.path.join(self.shim, tool)
+            with open(path, 'w') as handle:
+                handle.write(body)
+            os.chmod(path, stat.S_IRWXU)
+
+    def write(self, text):
+        with open(self.config, 'w') as handle:
+            handle.write(text)
+
+    def run(self, *flags, log_format='journal', check_rc=None):
+        env = {
+            'PATH': os.pathsep.join([self.shim, self.node.backend.path_dir, '/usr/sbin', '/usr/bin', '/sbin', '/bin']),
+            'PYTHONPATH': self.lib,
+        }
+        argv = [PYTHON, '-S', '-B', '-m', MODULE, '--config', self.config, '--state-file', self.state]
+        if log_format:
+            argv += ['--log-format', log_format]
+        proc = self.node.ns.exec(argv + list(flags), check=False, env=env, timeout=120)
+        if check_rc is not None:
+            assert proc.returncode == check_rc, (proc.returncode, proc.stdout, proc.stderr)
+        return proc
+
+    def calls(self):
+        if not os.path.exists(self.calls_log):
+            return []
+        with open(self.calls_log) as handle:
+            return handle.read().splitlines()
+
+    def restores(self):
+        return len([c for c in self.calls() if '-restore' in c.split()[0]])
+
+    def state_text(self):
+        with open(self.state) as handle:
+            return handle.read()
+
+    def state_stat(self):
+        st = os.stat(self.state)
+        return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+@pytest.fixture
+def agent(node, tmp_path):
+    return Agent(node, tmp_path)
+
+
+def lines(proc, prefix):
+    return [line for line in proc.stderr.splitlines() if line.startswith(prefix)]
+
+
+def want(cidrs, chain=CHAIN):
+    """Our rules in iptables-save order: declaration, jump, chain rules."""
+    rules = chain_lines(cidrs, chain=chain)
+    return [rules[0], JUMP % (chain, chain)] + rules[1:]
+
+
+# --------------------------------------------------------------------------
+# apply, then nothing
+# --------------------------------------------------------------------------
+
+def test_first_cycle_applies_and_the_second_writes_nothing(agent, node):
+    add_foreign(node)
+    foreign = not_ours(node.rules())
+    agent.write(SEED_001)
+
+    first = agent.run(check_rc=0)
+    assert ours(node.rules()) == want(['10.0.0.0/8'])
+    assert not_ours(node.rules()) == foreign
+    assert first.stdout == ''
+    assert lines(first, '<5>configuration from %s: {"nonMasqueradeCIDRs":["10.0.0.0/8"],"masqLinkLocal":true' % agent.config)
+    assert lines(first, '<5>applied: ') == [
+        '<5>applied: IPv4: create chain %s' % CHAIN,
+        '<5>applied: IPv4: append the POSTROUTING jump to %s' % CHAIN]
+    assert agent.restores() == 1
+    assert agent.state_text() == SEED_001
+    assert stat.S_IMODE(os.stat(agent.state).st_mode) == 0o600
+
+    saved = node.save(4), node.save(6)
+    state = agent.state_stat()
+    calls = len(agent.calls())
+    second = agent.run(check_rc=0)
+    assert (second.stdout, second.stderr) == ('', '')
+    assert agent.restores() == 1, agent.calls()
+    # One read per family, nothing else.
+    assert sorted(c.split()[0] for c in agent.calls()[calls:]) == ['ip6tables-save', 'iptables-save']
+    assert (node.save(4), node.save(6)) == saved
+    assert agent.state_stat() == state
+
+    verbose = agent.run('-v', check_rc=0)
+    assert lines(verbose, '<6>in sync: chain %s' % CHAIN)
+    assert agent.restores() == 1
+
+
+def test_seed_000_json_config(agent, node):
+    agent.write(SEED_000)
+    agent.run(check_rc=0)
+    assert ours(node.rules()) == want(['172.16.0.0/16', '10.168.0.0/16'])
+
+
+def test_plain_log_format_off_the_journal(agent, node):
+    agent.write(SEED_001)
+    proc = agent.run(log_format=None, check_rc=0)
+    assert 'ip-masq-agent: notice: applied: IPv4: create chain %s' % CHAIN in proc.stderr.splitlines()
+    assert '<5>' not in proc.stderr
+
+
+# --------------------------------------------------------------------------
+# drift
+# --------------------------------------------------------------------------
+
+def _jump_args():
+    return ['-m', 'comment', '--comment', 'ip-masq-agent: ensure nat POSTROUTING directs all non-LOCAL destination '
+            'traffic to our custom %s chain' % CHAIN, '-m', 'addrtype', '!', '--dst-type', 'LOCAL', '-j', CHAIN]
+
+
+DRIFTS = {
+    'rule deleted': ([['-D', CHAIN, '1']], ['rewrite chain %s (1 rules -> 2 rules)' % CHAIN]),
+    'chain flushed': ([['-F', CHAIN]], ['rewrite chain %s (0 rules -> 2 rules)' % CHAIN]),
+    'foreign rule inside': ([['-I', CHAIN, '1', '-d', '198.51.100.0/24', '-j', 'RETURN']],
+                            ['rewrite chain %s (3 rules -> 2 rules)' % CHAIN]),
+    'jump duplicated': ([['-A', 'POSTROUTING'] + _jump_args()],
+                        ['remove 1 duplicate POSTROUTING jump(s) to %s' % CHAIN]),
+    'jump deleted': ([['-D', 'POSTROUTING'] + _jump_args()], ['append the POSTROUTING jump to %s' % CHAIN]),
+    'chain deleted': ([['-D', 'POSTROUTING'] + _jump_args(), ['-F', CHAIN], ['-X', CHAIN]],
+                      ['create chain %s' % CHAIN, 'append the POSTROUTING jump to %s' % CHAIN]),
+}
+
+
+@pytest.mark.parametrize('drift', sorted(DRIFTS))
+def test_drift_is_repaired_and_logged(agent, node, drift):
+    add_foreign(node)
+    agent.write(SEED_001)
+    agent.run(check_rc=0)
+    good = node.rules()
+    state = agent.state_stat()
+    commands, actions = DRIFTS[drift]
+    for args in commands:
+        node.ipt(*args)
+    assert node.rules() != good
+
+    proc = agent.run(check_rc=0)
+    assert node.rules() == good
+    assert lines(proc, '<4>') == ['<4>repaired drift: IPv4: %s' % a for a in actions]
+    assert not lines(proc, '<5>'), 'the config did not change'
+    assert agent.restores() == 2
+    assert agent.state_stat() == state
+
+    again = agent.run(check_rc=0)
+    assert again.stderr == '' and agent.restores() == 2
+
+
+def test_check_mode_reports_and_writes_nothing(agent, node):
+    agent.write(SEED_001)
+    agent.run(check_rc=0)
+    node.ipt('-F', CHAIN)
+    drifted = node.save(4)
+    proc = agent.run('--check', check_rc=0)
+    assert lines(proc, '<5>would repair: ') == ['<5>would repair: IPv4: rewrite chain %s (0 rules -> 2 rules)' % CHAIN]
+    assert node.save(4) == drifted and agent.restores() == 1
+    # A new config in check mode: reported, but neither applied nor saved.
+    agent.write('nonMasqueradeCIDRs: [192.168.0.0/16]\n')
+    proc = agent.run('--check', check_rc=0)
+    assert lines(proc, '<5>configuration from')
+    assert node.save(4) == drifted and agent.state_text() == SEED_001 and agent.restores() == 1
+
+
+# --------------------------------------------------------------------------
+# config changes
+# --------------------------------------------------------------------------
+
+def test_an_edited_config_is_applied_and_saved(agent, node):
+    agent.write(SEED_000)
+    agent.run(check_rc=0)
+    edited = ('# edited\nNonMasqueradeCIDRs:\n  - 10.0.0.0/8\n  - 192.168.0.0/16\nMASQLINKLOCAL: no\n'
+              'enable-ipv6: true\n')
+    agent.write(edited)
+    proc = agent.run(check_rc=0)
+    assert ours(node.rules()) == want([LINK_LOCAL, '10.0.0.0/8', '192.168.0.0/16'])
+    assert lines(proc, '<5>configuration from')
+    assert lines(proc, '<5>applied: ') == ['<5>applied: IPv4: rewrite chain %s (3 rules -> 4 rules)' % CHAIN]
+    warnings = lines(proc, '<4>')
+    assert len(warnings) == 1 and 'unknown key "enable-ipv6" (line 6) is ignored' in warnings[0]
+    assert agent.state_text() == edited
+    # The warning is about the file: said once, when the file changed.
+    assert agent.run(check_rc=0).stderr == ''
+
+
+def test_a_comment_only_edit_changes_no_rule(agent, node):
+    agent.write(SEED_001)
+    agent.run(check_rc=0)
+    agent.write('# reviewed\n' + SEED_001)
+    proc = agent.run(check_rc=0)
+    assert lines(proc, '<5>configuration from') and not lines(proc, '<5>applied')
+    assert agent.restores() == 1 and agent.state_text() == '# reviewed\n' + SEED_001
+
+
+def test_missing_config_means_the_defaults(agent, node):
+    proc = agent.run(check_rc=0)
+    assert ours(node.rules()) == want(DEFAULTS)
+    assert lines(proc, '<5>no config file at %s: the upstream defaults apply' % agent.config)
+    assert agent.state_text() == ''
+    assert agent.run(check_rc=0).stderr == ''
+
+    agent.write(SEED_001)
+    agent.run(check_rc=0)
+    assert ours(node.rules()) == want(['10.0.0.0/8'])
+    os.unlink(agent.config)
+    proc = agent.run(check_rc=0)
+    assert ours(node.rules()) == want(DEFAULTS)
+    assert lines(proc, '<5>no config file at')
+
+
+# --------------------------------------------------------------------------
+# invalid config: the last good one stays enforced
+# --------------------------------------------------------------------------
+
+INVALID = {
+    'bad yaml': ('nonMasqueradeCIDRs:\n  - 10.0.0.0/8\n\t- 172.16.0.0/12\n', 'line 3: a tab in the indentation'),
+    'host bits': ('nonMasqueradeCIDRs: [10.0.0.1/8]\n', "'10.0.0.1/8' is not aligned to a CIDR block"),
+    'wrong type': ('masqLinkLocal: "true"\n', 'masqLinkLocal (line 1) must be true or false'),
+    'bad duration': ('resyncInterval: 1d\n', 'unknown unit "d"'),
+    'ipv6 without the flag': ('nonMasqueradeCIDRs: ["fd00::/8"]\n', 'IPv6 is not enabled'),
+    'broken json': ('{"nonMasqueradeCIDRs": [10.0.0.0/8]}', 'invalid JSON'),
+}
+
+
+@pytest.mark.parametrize('case', sorted(INVALID))
+def test_invalid_config_keeps_the_last_good_rules_even_after_drift(agent, node, case):
+    agent.write(SEED_001)
+    agent.run(check_rc=0)
+    good = node.rules()
+    state = agent.state_stat()
+
+    text, reason = INVALID[case]
+    agent.write(text)
+    proc = agent.run(check_rc=2)
+    errors = lines(proc, '<3>')
+    assert len(errors) == 1, proc.stderr
+    assert errors[0].startswith('<3>%s refused: ' % agent.config) and reason in errors[0]
+    assert 'Enforcing the last good configuration instead (%s' % agent.state in errors[0]
+    assert node.rules() == good and agent.restores() == 1
+    assert agent.state_stat() == state
+
+    node.ipt('-F', CHAIN)
+    node.ipt('-A', 'POSTROUTING', *_jump_args())
+    proc = agent.run(check_rc=2)
+    assert node.rules() == good
+    assert lines(proc, '<4>') == [
+        '<4>repaired drift (last good configuration): IPv4: rewrite chain %s (0 rules -> 2 rules)' % CHAIN,
+        '<4>repaired drift (last good configuration): IPv4: remove 1 duplicate POSTROUTING jump(s) to %s' % CHAIN]
+    assert agent.state_text() == SEED_001
+
+    agent.write(SEED_000)
+    agent.run(check_rc=0)
+    assert ours(node.rules()) == want(['172.16.0.0/16', '10.168.0.0/16'])
+
+
+def test_invalid_config_without_a_last_good_one_changes_nothing(agent, node):
+    add_foreign(node)
+    before = node.save(4), node.save(6)
+    agent.write('nonMasqueradeCIDRs: [10.0.0.1/8]\n')
+    proc = agent.run(check_rc=2)
+    assert 'There is no last good configuration (%s) to enforce instead' % agent.state in proc.stderr
+    assert (node.save(4), node.save(6)) == before and agent.restores() == 0
+    assert not os.path.exists(agent.state)
+
+
+def test_a_failed_restore_is_an_error_and_saves_no_state(node, tmp_path):
+    agent = Agent(node, tmp_path, fail_restore=True)
+    agent.write(SEED_001)
+    proc = agent.run(check_rc=1)
+    assert 'iptables-restore --wait=30 --noflush failed (rc=1)' in proc.stderr
+    assert 'line 2 failed' in proc.stderr
+    assert ours(node.rules()) == [] and not os.path.exists(agent.state)
+
+
+# --------------------------------------------------------------------------
+# flags
+# --------------------------------------------------------------------------
+
+def test_ipv6_with_enable_ipv6_and_its_removal(nft_node, tmp_path):
+    agent = Agent(nft_node, tmp_path)
+    agent.write('nonMasqueradeCIDRs: [10.0.0.0/8, "fd00:10::/48"]\nmasqLinkLocalIPv6: false\n')
+    proc = agent.run('--enable-ipv6', check_rc=0)
+    assert ours(nft_node.rules(6)) == want(['fe80::/10', 'fd00:10::/48'])
+    assert ours(nft_node.rules(4)) == want([LINK_LOCAL, '10.0.0.0/8'])
+    assert '<5>applied: IPv6: create chain %s' % CHAIN in proc.stderr.splitlines()
+    assert agent.run('--enable-ipv6=true', check_rc=0).stderr == ''
+
+    # IPv6 switched off: the file must lose its IPv6 entry, and our IPv6 chain goes.
+    agent.write('nonMasqueradeCIDRs: [10.0.0.0/8]\n')
+    proc = agent.run('--enable-ipv6=false', check_rc=0)
+    assert ours(nft_node.rules(6)) == []
+    assert ours(nft_node.rules(4)) == want([LINK_LOCAL, '10.0.0.0/8'])
+
+
+def test_the_agent_writes_the_rules_the_module_writes(nft_node, tmp_path):
+    """Same inputs, same rules: the agent and ipmasq.agent.masq_chain share the core."""
+    flags = ['--masq-chain', 'MY-SNAT', '--jump-position=first', '--random-fully',
+             '--to-ports', '1024-29999,32768-65535', '--nomasq-all-reserved-ranges']
+    agent = Agent(nft_node, tmp_path)
+    for args in FOREIGN:
+        nft_node.ipt(*args)
+    agent.write('nonMasqueradeCIDRs: [10.0.0.0/8]\nmasqLinkLocal: true\n')
+    agent.run(*flags, check_rc=0)
+    by_agent = nft_node.rules()
+    assert [r for r in by_agent if r.startswith('-A POSTROUTING ')][0] == JUMP % ('MY-SNAT', 'MY-SNAT')
+    assert len([r for r in by_agent if r.startswith('-A MY-SNAT ')]) == 1 + 8 + 3 * 2 + 1   # 10/8, reserved ranges, 2 port ranges x 3 protocols, final
+    with netlab.Netns('node2') as ns2:
+        other = type(nft_node)(ns2, nft_node.backend)
+        for args in FOREIGN:
+            other.ipt(*args)
+        res = other.module(nonmasquerade_cidrs=['10.0.0.0/8'], masq_link_local=True, chain='MY-SNAT',
+                           jump_position='first', random_fully=True, to_ports=['1024-29999', '32768-65535'],
+                           nomasq_all_reserved_ranges=True)
+        assert not res['apply1'].get('failed'), res['apply1'].get('msg')
+        assert other.rules() == by_agent
+
+
+@pytest.mark.parametrize('flags,fragment', [
+    (['--masq-chain', 'MY CHAIN'], "'MY CHAIN' is not a valid chain name"),
+    (['--masq-chain', 'POSTROUTING'], 'built-in chain'),
+    (['--to-ports', '1024-99999'], 'not a range inside 1-65535'),
+    (['--enable-ipv6=maybe'], "invalid boolean value 'maybe' for --enable-ipv6"),
+    (['--jump-position', 'last'], '--jump-position must be one of append, first'),
+    (['--resync-interval', '1d'], 'unknown unit "d"'),
+    (['--config'], '--config needs a value'),
+    (['--bogus'], 'unknown option --bogus'),
+])
+def test_bad_flags_are_a_usage_error_and_change_nothing(agent, node, flags, fragment):
+    agent.write(SEED_001)
+    proc = agent.run(*flags, check_rc=64)
+    assert fragment in proc.stderr
+    assert ours(node.rules()) == [] and agent.calls() == [] and not os.path.exists(agent.state)
+
+
+def test_resync_interval_mismatch_is_reported_once(agent, node):
+    agent.write(SEED_001)
+    proc = agent.run('--resync-interval', '30s', check_rc=0)
+    assert lines(proc, '<4>%s: resyncInterval is 1m0s but this service runs every 30s' % agent.config)
+    assert agent.run('--resync-interval', '30s', check_rc=0).stderr == ''
+    agent.write(SEED_001.replace('60s', '30s'))
+    assert not lines(agent.run('--resync-interval', '30s', check_rc=0), '<4>')

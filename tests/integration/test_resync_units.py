@@ -1,0 +1,252 @@
+"""The role's resync pieces: the systemd units rendered by Ansible from the
+role's templates (checked with ``systemd-analyze verify``, and the command
+line systemd parses out of the unit run for real in a network namespace), and
+the tasks files resync.yml / resync_absent.yml run with every path pointing
+into a temporary directory and systemd left out (this machine's systemd, /etc
+and /run are never touched)."""
+import os
+import re
+import shlex
+import shutil
+import subprocess
+
+import pytest
+
+import netlab
+from test_masq_chain import CHAIN, JUMP, chain_lines, ours
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROLE_PLAYBOOK = os.path.join(HERE, 'playbooks', 'resync_role.yml')
+UNITS_PLAYBOOK = os.path.join(HERE, 'playbooks', 'resync_units.yml')
+UNITS = ('ip-masq-agent.service', 'ip-masq-agent.timer', 'ip-masq-agent.path')
+LIB_FILES = ('_masq.py', '_masq_config.py', '_masq_resync.py')
+SYSTEMD_ANALYZE = shutil.which('systemd-analyze')
+
+
+def playbook(path, extra_vars, check_mode=False):
+    with netlab.Netns('units') as ns:
+        return netlab.playbook(ns, path, extra_vars=extra_vars, check_mode=check_mode)
+
+
+def changed(tasks):
+    return [name.split(' : ', 1)[-1] for name, result in tasks if result.get('changed')]
+
+
+def failed(tasks):
+    return [(name, result.get('msg')) for name, result in tasks if result.get('failed')]
+
+
+def render(out_dir, **extra):
+    extra_vars = dict(out_dir=str(out_dir), **extra)
+    rc, tasks = playbook(UNITS_PLAYBOOK, extra_vars)
+    assert rc == 0, failed(tasks)
+    return {name: open(os.path.join(str(out_dir), name)).read() for name in UNITS}
+
+
+def verify(unit_dir):
+    """``systemd-analyze verify`` of our units; returns (problems, debug dump)."""
+    if SYSTEMD_ANALYZE is None:
+        pytest.skip('systemd-analyze is not installed here')
+    paths = [os.path.join(str(unit_dir), name) for name in UNITS]
+    proc = subprocess.run([SYSTEMD_ANALYZE, 'verify', '--man=no'] + paths, capture_output=True, text=True,
+                          cwd=str(unit_dir), timeout=120, env=dict(os.environ, SYSTEMD_LOG_LEVEL='debug'),
+                          check=False)
+    if proc.returncode != 0 and 'Failed to initialize manager' in proc.stderr:
+        pytest.skip('systemd-analyze cannot run here: %s' % proc.stderr.strip().splitlines()[-1])
+    # At debug level systemd also says which names of its own @system-service
+    # group this libseccomp does not know yet; Debian's units get the same.
+    problems = [line for line in proc.stderr.splitlines()
+                if str(unit_dir) in line and re.search(r'\.(service|timer|path):\d+:', line)
+                and 'Failed to parse system call, ignoring' not in line]
+    problems += ['rc=%d' % proc.returncode] if proc.returncode else []
+    return problems, proc.stdout + proc.stderr
+
+
+def parsed_service(dump):
+    """The ExecStart argv and the environment systemd parsed from our service."""
+    section = dump[dump.index('-> Unit ip-masq-agent.service:'):]
+    section = section[:section.index('-> Unit ', 10)] if '-> Unit ' in section[10:] else section
+    env = dict(line.split('Environment: ', 1)[1].split('=', 1) for line in section.splitlines()
+               if line.strip().startswith('Environment: '))
+    command = [line.split('Command Line: ', 1)[1] for line in section.splitlines() if 'Command Line: ' in line]
+    assert len(command) == 1, section
+    # The dump quotes for a POSIX shell (shlex leaves "\\$" inside double quotes)
+    # and shows "$$", systemd's escape for "$", as stored.
+    return [arg.replace('\\$', '$').replace('$$', '$') for arg in shlex.split(command[0])], env
+
+
+# --------------------------------------------------------------------------
+# the units
+# --------------------------------------------------------------------------
+
+def test_units_render_and_pass_systemd_analyze_verify(tmp_path):
+    units = render(tmp_path, ip_masq_enable_ipv6=True, ip_masq_to_ports=['1024-29999', '32768-65535'],
+                   ip_masq_jump_position='first', ip_masq_resync_interval='1m30s')
+    service = units['ip-masq-agent.service']
+    assert 'Type=oneshot' in service
+    for line in ('NoNewPrivileges=yes', 'CapabilityBoundingSet=CAP_NET_ADMIN CAP_NET_RAW', 'ProtectSystem=strict',
+                 'ProtectHome=yes', 'PrivateTmp=yes', 'ProtectKernelModules=yes', 'MemoryDenyWriteExecute=yes',
+                 'RestrictAddressFamilies=AF_UNIX AF_NETLINK AF_INET AF_INET6', 'SystemCallArchitectures=native',
+                 'StateDirectory=ipmasq-agent', 'StartLimitIntervalSec=0', 'SyslogIdentifier=ip-masq-agent',
+                 'SystemCallFilter=@system-service', 'IPAddressDeny=any', 'PrivateMounts=yes'):
+        assert line in service.splitlines(), line
+    assert 'OnBootSec=0' in units['ip-masq-agent.timer'] and 'OnUnitActiveSec=90s' in units['ip-masq-agent.timer']
+    assert 'PathChanged=/etc/ip-masq-agent/config' in units['ip-masq-agent.path']
+    assert 'PathExists' not in units['ip-masq-agent.path']
+
+    problems, dump = verify(tmp_path)
+    assert problems == []
+    argv, env = parsed_service(dump)
+    assert env == {'PYTHONPATH': '/usr/local/lib/ipmasq-agent', 'LC_ALL': 'C'}
+    assert argv == [
+        '/usr/bin/python3', '-S', '-B', '-m', 'ansible_collections.ipmasq.agent.plugins.module_utils._masq_resync',
+        '--config', '/etc/ip-masq-agent/config', '--state-file', '/var/lib/ipmasq-agent/last-good-config',
+        '--masq-chain', 'IP-MASQ-AGENT', '--jump-position', 'first', '--resync-interval', '1m30s',
+        '--nomasq-all-reserved-ranges=false', '--enable-ipv6=true', '--random-fully=false',
+        '--to-ports', '1024-29999,32768-65535']
+
+
+def test_state_dir_outside_var_lib_is_made_writable(tmp_path):
+    units = render(tmp_path, ip_masq_state_dir='/srv/ipmasq/state')
+    assert 'ReadWritePaths="/srv/ipmasq/state"' in units['ip-masq-agent.service'].splitlines()
+    assert 'StateDirectory' not in units['ip-masq-agent.service']
+    assert verify(tmp_path)[0] == []
+
+
+INTERVALS = [
+    ('60s', '60s'), ('1m0s', '60s'), ('1m30s', '90s'), ('500ms', '500ms'), ('1.5h', '5400s'),
+    ('1h0m0.25s', '3600250ms'), ('2h', '7200s'), (u'1500000\u00b5s', '1500ms'),
+]
+
+
+def test_timer_interval_from_a_go_duration(tmp_path):
+    render(tmp_path, intervals=[interval for interval, _expected in INTERVALS])
+    for index, (interval, expected) in enumerate(INTERVALS):
+        with open(os.path.join(str(tmp_path), 'interval-%d.timer' % index)) as handle:
+            assert 'OnUnitActiveSec=%s\n' % expected in handle.read(), interval
+
+
+def test_systemd_runs_the_command_line_the_unit_holds(node, tmp_path):
+    """Render with awkward paths, let systemd parse the unit, run what it parsed."""
+    base = tmp_path / 'odd dir %n $HOME'
+    lib = base / 'lib'
+    pkg = lib / 'ansible_collections' / 'ipmasq' / 'agent' / 'plugins' / 'module_utils'
+    pkg.mkdir(parents=True)
+    for name in LIB_FILES:
+        shutil.copy(os.path.join(netlab.ROOT, 'plugins', 'module_utils', name), str(pkg))
+    config = base / 'etc' / 'my "config"'
+    config.parent.mkdir()
+    config.write_text('nonMasqueradeCIDRs: [10.0.0.0/8, 192.168.0.0/16]\nmasqLinkLocal: true\n')
+    out = tmp_path / 'units'
+    out.mkdir()
+    render(out, ip_masq_lib_dir=str(lib), ip_masq_config_path=str(config), ip_masq_state_dir=str(base / 'state'),
+           ip_masq_chain='MY-SNAT', ip_masq_random_fully=True)
+    problems, dump = verify(out)
+    assert [p for p in problems if 'ip-masq-agent.service' in p] == []
+    argv, env = parsed_service(dump)
+    assert argv[argv.index('--config') + 1] == str(config)
+    assert env['PYTHONPATH'] == str(lib)
+
+    env['PATH'] = os.pathsep.join([node.backend.path_dir, '/usr/sbin', '/usr/bin', '/sbin', '/bin'])
+    proc = node.ns.exec(argv + ['--log-format', 'journal'], check=False, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    rules = chain_lines(['10.0.0.0/8', '192.168.0.0/16'], chain='MY-SNAT')
+    rules[-1] += ' --random-fully'
+    assert ours(node.rules(), chain='MY-SNAT') == [rules[0], JUMP % ('MY-SNAT', 'MY-SNAT')] + rules[1:]
+    assert (base / 'state' / 'last-good-config').read_text() == config.read_text()
+    assert ours(node.rules()) == [] and CHAIN == 'IP-MASQ-AGENT'
+
+
+# --------------------------------------------------------------------------
+# the tasks
+# --------------------------------------------------------------------------
+
+def role_vars(base, **extra):
+    base = str(base)
+    values = {
+        'ip_masq_lib_dir': os.path.join(base, 'usr/local/lib/ipmasq-agent'),
+        'ip_masq_state_dir': os.path.join(base, 'var/lib/ipmasq-agent'),
+        'ip_masq_config_path': os.path.join(base, 'etc/ip-masq-agent/config'),
+        '__ip_masq_unit_dir': os.path.join(base, 'etc/systemd/system'),
+        '__ip_masq_tmpfiles': os.path.join(base, 'etc/tmpfiles.d/ip-masq-agent.conf'),
+        '__ip_masq_xtables_lock': os.path.join(base, 'run/xtables.lock'),
+        '__ip_masq_manage_services': False,
+    }
+    for directory in ('etc/systemd/system', 'etc/tmpfiles.d', 'run'):
+        os.makedirs(os.path.join(base, directory), exist_ok=True)
+    values.update(extra)
+    return values
+
+
+def test_resync_tasks_install_idempotently_and_absent_removes_only_ours(tmp_path):
+    values = role_vars(tmp_path)
+    pkg = os.path.join(values['ip_masq_lib_dir'], 'ansible_collections/ipmasq/agent/plugins/module_utils')
+
+    rc, tasks = playbook(ROLE_PLAYBOOK, dict(values), check_mode=True)
+    assert rc == 0, failed(tasks)
+    assert not os.path.exists(values['ip_masq_lib_dir']), 'check mode wrote files'
+    assert os.listdir(values['__ip_masq_unit_dir']) == []
+
+    rc, tasks = playbook(ROLE_PLAYBOOK, dict(values))
+    assert rc == 0, failed(tasks)
+    assert 'Install the resync service, timer and path unit' in changed(tasks)
+    for name in LIB_FILES:
+        with open(os.path.join(netlab.ROOT, 'plugins/module_utils', name)) as a, open(os.path.join(pkg, name)) as b:
+            assert a.read() == b.read()
+    assert sorted(f.split('.')[0] for f in os.listdir(os.path.join(pkg, '__pycache__'))) == sorted(
+        n[:-3] for n in LIB_FILES)
+    assert sorted(os.listdir(values['__ip_masq_unit_dir'])) == sorted(UNITS)
+    with open(values['__ip_masq_tmpfiles']) as handle:
+        assert 'f %s 0600 root root -' % values['__ip_masq_xtables_lock'] in handle.read()
+    assert oct(os.stat(values['__ip_masq_xtables_lock']).st_mode & 0o777) == '0o600'
+    with open(os.path.join(values['__ip_masq_unit_dir'], 'ip-masq-agent.service')) as handle:
+        assert '--config "%s"' % values['ip_masq_config_path'] in handle.read()
+
+    rc, tasks = playbook(ROLE_PLAYBOOK, dict(values))
+    assert rc == 0 and changed(tasks) == [], changed(tasks)
+    rc, tasks = playbook(ROLE_PLAYBOOK, dict(values), check_mode=True)
+    assert rc == 0 and changed(tasks) == [], changed(tasks)
+
+    # absent: our files go; the state directory and what else it holds stay.
+    os.makedirs(values['ip_masq_state_dir'])
+    with open(os.path.join(values['ip_masq_state_dir'], 'last-good-config'), 'w') as handle:
+        handle.write('nonMasqueradeCIDRs: []\n')
+    os.makedirs(os.path.join(values['ip_masq_state_dir'], 'backup'))
+    absent = dict(values, resync_tasks='resync_absent')
+    rc, tasks = playbook(ROLE_PLAYBOOK, absent)
+    assert rc == 0, failed(tasks)
+    assert not os.path.exists(values['ip_masq_lib_dir'])
+    assert os.listdir(values['__ip_masq_unit_dir']) == []
+    assert not os.path.exists(values['__ip_masq_tmpfiles'])
+    assert os.listdir(values['ip_masq_state_dir']) == ['backup']
+    assert os.path.exists(values['__ip_masq_xtables_lock']), 'the lock file is shared with other tools'
+
+    rc, tasks = playbook(ROLE_PLAYBOOK, absent)
+    assert rc == 0 and changed(tasks) == [], changed(tasks)
+
+
+def test_absent_keeps_a_lib_dir_that_holds_other_files(tmp_path):
+    values = role_vars(tmp_path)
+    rc, tasks = playbook(ROLE_PLAYBOOK, dict(values))
+    assert rc == 0, failed(tasks)
+    other = os.path.join(values['ip_masq_lib_dir'], 'someone-elses-file')
+    with open(other, 'w') as handle:
+        handle.write('keep me\n')
+    rc, tasks = playbook(ROLE_PLAYBOOK, dict(values, resync_tasks='resync_absent'))
+    assert rc == 0, failed(tasks)
+    assert os.listdir(values['ip_masq_lib_dir']) == ['someone-elses-file']
+
+
+@pytest.mark.parametrize('extra,fragment', [
+    ({'ip_masq_resync_interval': '1d'}, 'unknown unit'),
+    ({'ip_masq_resync_interval': '0s'}, 'a positive Go duration'),
+    ({'ip_masq_config_path': '/etc/ip masq/config'}, 'must be absolute paths'),
+    ({'ip_masq_lib_dir': 'relative/lib'}, 'must be absolute paths'),
+])
+def test_bad_paths_and_intervals_fail_before_anything_is_written(tmp_path, extra, fragment):
+    values = role_vars(tmp_path, **extra)
+    rc, tasks = playbook(ROLE_PLAYBOOK, values)
+    assert rc != 0
+    assert any(fragment in (msg or '') for _name, msg in failed(tasks)), failed(tasks)
+    assert os.listdir(values['__ip_masq_unit_dir']) == []
+    assert not os.path.exists(str(tmp_path / 'usr'))
