@@ -84,3 +84,15 @@ def test_argument_spec_rejects_bad_values_before_any_task(tmp_path, extra, fragm
     assert 'Validating arguments against arg spec' in out and fragment in out
     # Nothing after the argument check ran.
     assert 'Validate and normalise the non-masquerade CIDRs' not in out
+
+
+@pytest.mark.parametrize('interval,ok', [('60s', True), ('1m0s', True), ('1.5h', True), ('0s', False),
+                                          ('1d', False), ('soon', False)])
+def test_resync_interval_is_a_go_duration(tmp_path, interval, ok):
+    inv = write_inventory(tmp_path, 'ip_masq_resync_interval: "%s"\n' % interval, '')
+    proc = play('role_validate.yml', inv)
+    out = proc.stdout + proc.stderr
+    if ok:
+        assert 'fatal: [east-1]' not in out, out
+    else:
+        assert 'fatal: [east-1]' in out and interval in out
