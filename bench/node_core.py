@@ -1,0 +1,205 @@
+"""The module's own work, without Ansible, against the floor (node side).
+
+Runs INSIDE a network namespace made by bench/run.py, with the node's Python
+and PYTHONPATH=build/collections; prints one JSON document.  Never run it in
+the root namespace: it flushes the nat table of the namespace it runs in.
+
+    measure SIZES REPS   apply from scratch and no-change rerun, module core
+                         (Policy + sync, in process) vs one raw iptables-restore
+                         --noflush (apply) / one iptables-save -t nat (no change),
+                         and vs the same commands the module runs, run bare
+    profile SIZE         where the core's time goes: per-function timings and
+                         the top of a cProfile of Policy + sync (no change)
+"""
+import cProfile
+import io
+import json
+import os
+import pstats
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+from ansible_collections.ipmasq.agent.plugins.module_utils import _masq
+
+CHAIN = _masq.DEFAULT_CHAIN
+RESET = '*nat\nCOMMIT\n'   # restore WITHOUT --noflush: empties this namespace's nat table
+
+
+def make_cidrs(count):
+    # Same list as benchlib.make_cidrs (this file runs with the node's Python, outside the venv).
+    first = count // 2
+    out = ['10.%d.%d.0/24' % (i // 256, i % 256) for i in range(first)]
+    out += ['100.%d.%d.0/24' % (64 + i // 256, i % 256) for i in range(count - first)]
+    return out
+
+
+def run(argv, data=None):
+    """What the module's run_command does, with subprocess (LC_ALL=C is in the environment)."""
+    proc = subprocess.run(argv, input=data, capture_output=True, text=True, check=False)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def must(argv, data=None):
+    rc, out, err = run(argv, data)
+    if rc != 0:
+        raise RuntimeError('%s: rc=%d %s' % (' '.join(argv), rc, err))
+    return out
+
+
+def cpu_now():
+    """CPU seconds of this process plus every child it has waited for."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + usage.ru_utime + usage.ru_stime
+
+
+def sample(func):
+    cpu0 = cpu_now()
+    start = time.perf_counter()
+    result = func()
+    return result, time.perf_counter() - start, cpu_now() - cpu0
+
+
+def floor_payload(policy):
+    lines = [':%s - [0:0]' % CHAIN] + policy.chain_rules(4) + ['-A POSTROUTING ' + policy.jump_spec()]
+    return '*nat\n' + '\n'.join(lines) + '\nCOMMIT\n'
+
+
+def module_core(cidrs, expect_changed):
+    policy = _masq.Policy(nonmasquerade_cidrs=cidrs, cidr_limit=None)
+    result = _masq.sync(policy, run=run, find=shutil.which)
+    if result['changed'] != expect_changed:
+        raise RuntimeError('sync changed=%s, expected %s' % (result['changed'], expect_changed))
+    return result
+
+
+def measure(size, reps):
+    cidrs = make_cidrs(size)
+    save = shutil.which('iptables-save')
+    save6 = shutil.which('ip6tables-save')
+    restore = shutil.which('iptables-restore')
+    payload = floor_payload(_masq.Policy(nonmasquerade_cidrs=cidrs, cidr_limit=None))
+    who = ('module', 'floor', 'same')
+    series = dict(('%s_%s' % (w, step), []) for w in who for step in ('apply', 'nochange'))
+
+    def floor_apply():
+        must([restore, '--noflush'], payload)
+
+    def floor_nochange():
+        must([save, '-t', 'nat'])
+
+    def same_nochange():
+        # The commands the module runs for a no-change run (it reads both families), run bare.
+        must([save, '-t', 'nat'])
+        must([save6, '-t', 'nat'])
+
+    def same_apply():
+        same_nochange()
+        must([restore, '--wait=%d' % _masq.RESTORE_WAIT_SECONDS, '--noflush'], payload)
+
+    steps = {
+        'module_apply': lambda: module_core(cidrs, True),
+        'floor_apply': floor_apply,
+        'same_apply': same_apply,
+        'module_nochange': lambda: module_core(cidrs, False),
+        'floor_nochange': floor_nochange,
+        'same_nochange': same_nochange,
+    }
+    # Warm-up (page cache, modules loaded in the kernel), not recorded.
+    must([restore], RESET)
+    module_core(cidrs, True)
+    for rep in range(reps):
+        # Rotate which side goes first, so that none always runs warmer.
+        order = who[rep % 3:] + who[:rep % 3]
+        for key in order:
+            must([restore], RESET)
+            _r, wall, cpu = sample(steps[key + '_apply'])
+            series[key + '_apply'].append((wall, cpu))
+        for key in order:
+            _r, wall, cpu = sample(steps[key + '_nochange'])
+            series[key + '_nochange'].append((wall, cpu))
+    rules = len(_masq.parse_save(must([save, '-t', 'nat']), CHAIN).chain_rules)
+    must([restore], RESET)
+    out = {'size': size, 'reps': reps, 'chain_rules': rules}
+    for key, values in series.items():
+        out[key] = {'wall': statistics.median(v[0] for v in values),
+                    'cpu': statistics.median(v[1] for v in values)}
+    return out
+
+
+def best_ms(func, repeats):
+    best = float('inf')
+    for _i in range(repeats):
+        start = time.perf_counter()
+        func()
+        best = min(best, time.perf_counter() - start)
+    return best * 1000.0
+
+
+def profile(size, repeats=20):
+    cidrs = make_cidrs(size)
+    save = shutil.which('iptables-save')
+    restore = shutil.which('iptables-restore')
+    must([restore], RESET)
+    try:
+        policy = _masq.Policy(nonmasquerade_cidrs=cidrs, cidr_limit=None)
+        _masq.sync(policy, run=run, find=shutil.which)
+        text = must([save, '-t', 'nat'])
+        state = _masq.parse_save(text, CHAIN)
+        desired = policy.chain_rules(4)
+        parts = [
+            ('Policy(...) (validation: parse_cidrs)', lambda: _masq.Policy(nonmasquerade_cidrs=cidrs, cidr_limit=None)),
+            ('parse_cidrs', lambda: _masq.parse_cidrs(cidrs, cidr_limit=None)),
+            ('Policy.chain_rules', lambda: policy.chain_rules(4)),
+            ('parse_save', lambda: _masq.parse_save(text, CHAIN)),
+            ('_same_rules', lambda: _masq._same_rules(state.chain_rules, desired)),  # pylint: disable=protected-access
+            ('plan_present (incl. chain_rules, _same_rules)', lambda: _masq.plan_present(4, state, policy)),
+            ('iptables-save -t nat (subprocess)', lambda: must([save, '-t', 'nat'])),
+            ('whole no-change run (Policy + sync)', lambda: module_core(cidrs, False)),
+        ]
+        timings = [{'part': name, 'ms': best_ms(func, repeats if 'subprocess' not in name and 'whole' not in name
+                                                else max(3, repeats // 4))}
+                   for name, func in parts]
+        prof = cProfile.Profile()
+        prof.enable()
+        for _i in range(5):
+            module_core(cidrs, False)
+        prof.disable()
+        buf = io.StringIO()
+        pstats.Stats(prof, stream=buf).sort_stats('tottime').print_stats(12)
+        # Trim the absolute paths so the table reads in a results file.
+        top = buf.getvalue().replace(os.path.dirname(_masq.__file__) + '/', '').replace(
+            os.path.dirname(os.__file__) + '/', '')
+        return {'size': size, 'parts': timings, 'cprofile_top': top.strip()}
+    finally:
+        must([restore], RESET)
+
+
+def refuse_root_namespace():
+    """This script empties the nat table of the namespace it runs in: never the host's."""
+    # bench/run passes the inode of the namespace it runs in (the host's); without it, refuse too.
+    if str(os.stat('/proc/self/ns/net').st_ino) == os.environ.get('IMQ_BENCH_HOST_NETNS', str(os.stat('/proc/self/ns/net').st_ino)):
+        sys.stderr.write('node_core.py: refusing to run in the host network namespace; use bench/run\n')
+        sys.exit(3)
+
+
+def main(argv):
+    refuse_root_namespace()
+    if argv[:1] == ['measure']:
+        sizes = [int(x) for x in argv[1].split(',')]
+        reps = [int(x) for x in argv[2].split(',')]
+        out = [measure(size, rep) for size, rep in zip(sizes, reps)]
+    elif argv[:1] == ['profile']:
+        out = profile(int(argv[1]))
+    else:
+        sys.stderr.write(__doc__)
+        return 2
+    json.dump(out, sys.stdout)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))
