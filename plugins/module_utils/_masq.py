@@ -21,6 +21,7 @@ __metaclass__ = type
 import ipaddress
 import re
 import shlex
+import socket
 
 DEFAULT_CHAIN = 'IP-MASQ-AGENT'
 DEFAULT_NONMASQ_CIDRS = ('10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16')
@@ -158,6 +159,17 @@ def _parse_network(raw, text, ipv6, errors):
     return net
 
 
+def _canonical_text(net):
+    """A network as iptables-save prints it.  For IPv6 that is the C
+    library's inet_ntop form, which writes IPv4-mapped and -compatible
+    addresses with a dotted quad (``::ffff:0.0.0.0/96``) where Python's
+    ipaddress does not (``::ffff:0:0/96``); a different text would read as
+    drift on every run."""
+    if net.version == 6:
+        return '%s/%d' % (socket.inet_ntop(socket.AF_INET6, net.network_address.packed), net.prefixlen)
+    return str(net)
+
+
 def parse_cidrs(cidrs, ipv6=False, cidr_limit=DEFAULT_CIDR_LIMIT, reserved=False):
     """Validate the non-masquerade list.
 
@@ -189,7 +201,7 @@ def parse_cidrs(cidrs, ipv6=False, cidr_limit=DEFAULT_CIDR_LIMIT, reserved=False
             net = _parse_network(raw, text, ipv6, errors)
             if net is None:
                 continue
-            canon, version = str(net), net.version
+            canon, version = _canonical_text(net), net.version
         if canon in seen:
             if not (reserved and canon in RESERVED_RANGES):
                 warnings.append('nonmasquerade_cidrs lists %s more than once; one rule is written.' % canon)

@@ -203,12 +203,13 @@ def test_jump_position_first_moves_the_jump(node):
 def test_ipv6(node):
     add_foreign(node, family=6)
     foreign6 = node.rules(6)
-    res = node.four_steps(ipv6=True, nonmasquerade_cidrs=['10.0.0.0/8', 'FD00:10:0::/64', '2001:db8:7::/48'])
+    res = node.four_steps(ipv6=True, nonmasquerade_cidrs=['10.0.0.0/8', 'FD00:10:0::/64', '2001:db8:7::/48',
+                                                          '::ffff:0:0/96'])
     want4 = chain_lines(['169.254.0.0/16', '10.0.0.0/8'])
     assert ours(node.rules(4)) == [want4[0], JUMP % (CHAIN, CHAIN)] + want4[1:]
     rules6 = node.rules(6)
     assert [r for r in rules6 if r.startswith(('-A IP', ':IP'))] == chain_lines(
-        ['fe80::/10', 'fd00:10::/64', '2001:db8:7::/48'])
+        ['fe80::/10', 'fd00:10::/64', '2001:db8:7::/48', '::ffff:0.0.0.0/96'])
     assert rules6.count(JUMP % (CHAIN, CHAIN)) == 1
     assert not_ours(rules6) == foreign6
     assert res['apply1']['ipv6']['managed'] is True
