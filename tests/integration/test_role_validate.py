@@ -86,8 +86,8 @@ def test_argument_spec_rejects_bad_values_before_any_task(tmp_path, extra, fragm
     assert 'Validate and normalise the non-masquerade CIDRs' not in out
 
 
-@pytest.mark.parametrize('interval,ok', [('60s', True), ('1m0s', True), ('1.5h', True), ('0s', False),
-                                          ('1d', False), ('soon', False)])
+@pytest.mark.parametrize('interval,ok', [
+    ('60s', True), ('1m0s', True), ('1.5h', True), ('0s', False), ('1d', False), ('soon', False)])
 def test_resync_interval_is_a_go_duration(tmp_path, interval, ok):
     inv = write_inventory(tmp_path, 'ip_masq_resync_interval: "%s"\n' % interval, '')
     proc = play('role_validate.yml', inv)

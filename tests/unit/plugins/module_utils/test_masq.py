@@ -63,8 +63,9 @@ def test_parse_cidrs_reports_every_bad_entry_at_once():
 
 def test_ipv6_text_is_what_ip6tables_save_prints():
     # inet_ntop (used by ip6tables-save) writes a dotted quad where Python's ipaddress does not.
-    fams, _ = m.parse_cidrs(['::ffff:0:0/96', '::1.0.0.0/104', '64:ff9b::/96', '2001:DB8::/32'], ipv6=True)
+    fams, warnings = m.parse_cidrs(['::ffff:0:0/96', '::1.0.0.0/104', '64:ff9b::/96', '2001:DB8::/32'], ipv6=True)
     assert fams[6] == ['::ffff:0.0.0.0/96', '::1.0.0.0/104', '64:ff9b::/96', '2001:db8::/32']
+    assert warnings == []
 
 
 def test_parse_cidrs_ipv6_host_bits_and_bare_address():
