@@ -1,23 +1,49 @@
 #!/usr/bin/env bash
 # Every test of the collection. Run as root on Debian 12: installs what it
-# needs first (scripts/bootstrap.sh), then
+# needs first (scripts/bootstrap.sh; tests/molecule.sh installs podman and a
+# Molecule venv of its own), then
 #   1. ansible-test sanity (ignore files empty),
-#   2. ansible-lint, production profile,
-#   3. pytest: unit tests, ansible-doc of every plugin, filters through
-#      ansible-playbook, and the integration tests of the module against real
-#      iptables (nf_tables and legacy) and real packets in network namespaces.
-set -euo pipefail
+#   2. ansible-lint, production profile, strict,
+#   3. antsibull-changelog lint,
+#   4. the Molecule scenarios (podman containers, inside a network namespace
+#      of their own),
+#   5. pytest: unit tests, ansible-doc of every plugin, filters and role
+#      validation through ansible-playbook, and the integration tests against
+#      real iptables (nf_tables and legacy) and real packets in network
+#      namespaces.
+# Every step runs even when an earlier one failed; the exit status is
+# non-zero if any failed. SKIP_MOLECULE=1 leaves step 4 out (for a quick
+# local run; CI runs everything).
+set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
-bash scripts/bootstrap.sh
+bash scripts/bootstrap.sh || exit 1
 export PATH="$here/.venv/bin:$PATH"
 export ANSIBLE_COLLECTIONS_PATH="$here/build/collections"
 
-echo "== ansible-test sanity"
-bash tests/sanity.sh
+failed=()
+step() {
+  local name=$1; shift
+  local start=$SECONDS
+  echo "== $name"
+  if "$@"; then
+    [ "$name" = pytest ] || echo "== $name: ok ($((SECONDS - start)) s)"
+  else
+    echo "== $name: FAILED ($((SECONDS - start)) s)"
+    failed+=("$name")
+  fi
+}
 
-echo "== ansible-lint (production profile)"
-ansible-lint --offline --profile production --strict
+step "ansible-test sanity" bash tests/sanity.sh
+step "ansible-lint" ansible-lint --offline --profile production --strict
+step "changelog lint" antsibull-changelog lint
+if [ "${SKIP_MOLECULE:-0}" != 1 ]; then
+  step "molecule" bash tests/molecule.sh
+fi
+step "pytest" pytest -n 2 -p no:cacheprovider tests "$@"
 
-echo "== pytest"
-pytest -n 2 -p no:cacheprovider tests "$@"
+# On success pytest's summary stays the last line printed.
+if [ "${#failed[@]}" -gt 0 ]; then
+  echo "run-all: FAILED: ${failed[*]}"
+  exit 1
+fi
