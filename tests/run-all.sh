@@ -16,7 +16,7 @@
 # local run; CI runs everything).
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-cd "$here"
+cd "$here" || exit 1
 bash scripts/bootstrap.sh || exit 1
 export PATH="$here/.venv/bin:$PATH"
 export ANSIBLE_COLLECTIONS_PATH="$here/build/collections"
