@@ -1874,3 +1874,25 @@ def _kubelet_add(files, unit, defs, unit_dirs, p, result):
     command = joined_value(unit.texts[directive.path], directive)
     files.write(dropin, header + 'ExecStart=\nExecStart=%s %s\n' % (command, word))
     result.msg('%s: ExecStart repeated with %s (the unit has no $%s).' % (dropin, word, var))
+
+
+def run_module(module, sync):
+    """The tail of each daemon module's main(): run ``sync`` with Ansible's
+    command runner, turn MasqError into fail_json (the one place), pass the
+    warnings on and exit with the result (and the diff in diff mode)."""
+    env = {'LC_ALL': 'C', 'LANG': 'C'}
+
+    def run(argv, data=None):
+        return module.run_command(argv, data=data, binary_data=False, environ_update=env)
+
+    try:
+        result = sync(module.params, run, module.get_bin_path, check_mode=module.check_mode)
+    except MasqError as e:
+        module.fail_json(msg=e.msg, **e.details)
+
+    for warning in result.warnings:
+        module.warn(warning)
+    out = dict(result.data)
+    if module._diff:
+        out['diff'] = result.diff
+    module.exit_json(**out)

@@ -203,8 +203,8 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._daemon_opts import (
     DEFAULT_BACKUP_DIR,
     DEFAULT_UNIT_DIRS,
     flannel_sync,
+    run_module,
 )
-from ansible_collections.ipmasq.agent.plugins.module_utils._masq import MasqError
 
 MK_DOCKER_OPTS = [
     '/usr/libexec/flannel/mk-docker-opts.sh',
@@ -230,22 +230,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    env = {'LC_ALL': 'C', 'LANG': 'C'}
-
-    def run(argv, data=None):
-        return module.run_command(argv, data=data, binary_data=False, environ_update=env)
-
-    try:
-        result = flannel_sync(module.params, run, module.get_bin_path, check_mode=module.check_mode)
-    except MasqError as e:
-        module.fail_json(msg=e.msg, **e.details)
-
-    for warning in result.warnings:
-        module.warn(warning)
-    out = dict(result.data)
-    if module._diff:
-        out['diff'] = result.diff
-    module.exit_json(**out)
+    run_module(module, flannel_sync)
 
 
 if __name__ == '__main__':

@@ -192,8 +192,8 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._daemon_opts import (
     DEFAULT_BACKUP_DIR,
     DEFAULT_UNIT_DIRS,
     kubelet_sync,
+    run_module,
 )
-from ansible_collections.ipmasq.agent.plugins.module_utils._masq import MasqError
 
 
 def main():
@@ -212,22 +212,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    env = {'LC_ALL': 'C', 'LANG': 'C'}
-
-    def run(argv, data=None):
-        return module.run_command(argv, data=data, binary_data=False, environ_update=env)
-
-    try:
-        result = kubelet_sync(module.params, run, module.get_bin_path, check_mode=module.check_mode)
-    except MasqError as e:
-        module.fail_json(msg=e.msg, **e.details)
-
-    for warning in result.warnings:
-        module.warn(warning)
-    out = dict(result.data)
-    if module._diff:
-        out['diff'] = result.diff
-    module.exit_json(**out)
+    run_module(module, kubelet_sync)
 
 
 if __name__ == '__main__':
