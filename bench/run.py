@@ -345,7 +345,8 @@ def part_aggregate(quick):
 def part_fleet(host_counts, size, backend, workdir, tasks_file, reps):
     out = []
     cidrs = make_cidrs(size)
-    extra = {'bench_cidrs': cidrs, 'bench_cidr_limit': max(64, size), 'bench_fleet_tasks': tasks_file}
+    extra = {'bench_cidrs': cidrs, 'bench_cidr_limit': max(64, size), 'bench_fleet_tasks': tasks_file,
+             'bench_workdir': workdir}
     for count in host_counts:
         spaces = []
         try:
@@ -384,7 +385,10 @@ def part_fleet(host_counts, size, backend, workdir, tasks_file, reps):
 
 
 def _expect_hosts(tasks, count, want):
-    results = [hosts for name, hosts in tasks if name == 'Own the IP-MASQ-AGENT chain']
+    # The module's task in tasks/fleet_module.yml, or the role's (tasks/apply.yml).
+    # (Role tasks are named '<role> : <task>'.)
+    results = [hosts for name, hosts in tasks
+               if name.endswith(('Own the IP-MASQ-AGENT chain', 'Apply the IP-MASQ-AGENT chain and its POSTROUTING jump'))]
     hosts = results[-1] if results else {}
     got = sorted(h for h, r in hosts.items() if bool(r.get('changed')) == want)
     if len(got) != count:
@@ -542,7 +546,8 @@ def report(info, results, opts):
 
     fleet = results.get('fleet')
     if fleet:
-        label = 'module (role pending)' if fleet['tasks_file'] == 'tasks/fleet_module.yml' else fleet['tasks_file']
+        label = {'tasks/fleet_module.yml': 'module', 'tasks/fleet_role.yml': 'role'}.get(fleet['tasks_file'],
+                                                                                         fleet['tasks_file'])
         out += ['## 4. Fleet: one site run against 1, 4 and 8 hosts (%s)' % label, '',
                 'Each host is a network namespace (local connection, interpreter `ip netns exec <ns> python3`), '
                 'default forks (5), N = %d CIDRs. Seconds per ansible-playbook run.' % fleet['size'], '',
@@ -585,7 +590,7 @@ def main():
     parser.add_argument('--peer-budget', type=float, default=420.0,
                         help='skip a peer run estimated to take longer than this many seconds (default 420)')
     parser.add_argument('--backend', choices=('nft', 'legacy'), default='nft')
-    parser.add_argument('--fleet-tasks', default='tasks/fleet_module.yml',
+    parser.add_argument('--fleet-tasks', default='tasks/fleet_role.yml',
                         help='tasks file (in bench/playbooks) each fleet host runs; the role goes here')
     parser.add_argument('--out', help='report file (default bench/results/<date>-<host>[-quick].md)')
     parser.add_argument('--json', help='also write the raw results as JSON here')
