@@ -564,6 +564,7 @@ class Unit:
         self.masked = False
         self.dropins = []
         self.exec_starts = []
+        self.overridden_exec_starts = []   # reset by a later 'ExecStart=': not in effect
         self.env_files = []
         self.environment = []
         self.texts = {}
@@ -608,6 +609,7 @@ def load_unit(files, name, unit_dirs):
             if d.key == 'ExecStart':
                 words = split_words(text, d.start, d.end)
                 if not words:
+                    unit.overridden_exec_starts.extend(unit.exec_starts)
                     unit.exec_starts = []
                 else:
                     unit.exec_starts.append((d, words))
@@ -651,14 +653,19 @@ def unit_variables(files, unit, messages=None):
     return defs
 
 
-def command_lines(files, unit, extra_env_files=(), messages=None):
+def command_lines(files, unit, extra_env_files=(), messages=None, include_overridden=False):
     """``(commands, extra, defs)``: the unit's effective ExecStart commands
     with ``$VAR``/``${VAR}`` expanded (each argument knows its bytes), the
     words of every assignment in ``extra_env_files`` (files the daemon reads
-    through a wrapper), and the unit's variables."""
+    through a wrapper), and the unit's variables.  With
+    ``include_overridden``, also the ExecStart lines a drop-in reset (not in
+    effect now, but in effect again if that drop-in goes)."""
     defs = unit_variables(files, unit, messages) if unit else {}
     commands = []
-    for directive, words in (unit.exec_starts if unit else []):
+    execs = []
+    if unit:
+        execs = (unit.overridden_exec_starts if include_overridden else []) + unit.exec_starts
+    for directive, words in execs:
         args = []
         for w in words[1:]:
             m = _VAR_REF.match(w.text)
@@ -1672,8 +1679,10 @@ def flannel_sync(params, run, find, check_mode=False):
     messages = []
 
     def load():
+        # Also the ExecStart lines a drop-in overrides: --ip-masq goes from
+        # every place it is written, so removing a drop-in cannot bring it back.
         u = load_unit(files, p['unit_name'], unit_dirs)
-        commands, extra, _defs = command_lines(files, u, env_files, messages)
+        commands, extra, _defs = command_lines(files, u, env_files, messages, include_overridden=True)
         return u, commands, extra
 
     def is_off(occ):

@@ -699,7 +699,11 @@ def test_flannel_dropin_overrides_execstart_and_environment(nft_node, tree):
     # With no flag left, flanneld would read FLANNELD_IP_MASQ: set to false.
     assert tree.read('/etc/systemd/system/flanneld.service.d/20-env.conf') == \
         '[Service]\nEnvironment=FLANNELD_IP_MASQ=false\n'
-    assert '/lib/systemd/system/flanneld.service' not in res['apply1']['edited']
+    # The fragment's ExecStart is reset by the drop-in, but the flag goes from there too: removing
+    # the drop-in must not bring masquerading back.
+    assert '/lib/systemd/system/flanneld.service' in res['apply1']['edited']
+    assert tree.read('/lib/systemd/system/flanneld.service') == \
+        '[Service]\nExecStart=/usr/bin/flanneld --kube-subnet-mgr\n'
     absent_restores(nft_node, tree, 'flannel', flannel_margs(tree, remove_stale_rules=False), originals)
 
 
