@@ -155,7 +155,7 @@ def machine_info(backend):
     except OSError:
         pass
     commit = _first_line(['git', '-C', ROOT, 'rev-parse', '--short', 'HEAD'])
-    dirty = _first_line(['git', '-C', ROOT, 'status', '--porcelain', '--', 'plugins/module_utils/_masq.py'])
+    dirty = _first_line(['git', '-C', ROOT, 'status', '--porcelain', '--', 'plugins'])
     return {
         'date': time.strftime('%Y-%m-%d %H:%M:%S %Z'),
         'host': socket.gethostname(),
@@ -167,5 +167,5 @@ def machine_info(backend):
         'python': _first_line([NODE_PYTHON, '--version']),
         'ansible': _first_line([os.path.join(netlab.VENV_BIN, 'ansible-playbook'), '--version']),
         'iptables': _first_line([backend.tool('iptables'), '--version']),
-        'commit': (commit or '?') + (' (+ local changes to _masq.py)' if dirty else ''),
+        'commit': (commit or '?') + (' (+ local changes under plugins/)' if dirty else ''),
     }

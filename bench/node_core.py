@@ -10,6 +10,11 @@ the root namespace: it flushes the nat table of the namespace it runs in.
                          and vs the same commands the module runs, run bare
     profile SIZE         where the core's time goes: per-function timings and
                          the top of a cProfile of Policy + sync (no change)
+
+PYTHONPATH decides which code runs: bench/run points it at this tree, or at
+an older revision extracted by ``--baseline REV`` (the "before" rows).  Both
+layouts are understood: the core package ``module_utils/_core`` and the
+single file ``module_utils/_masq.py`` it replaced.
 """
 import cProfile
 import io
@@ -23,9 +28,76 @@ import subprocess
 import sys
 import time
 
-from ansible_collections.ipmasq.agent.plugins.module_utils import _masq
+try:
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core import (
+        iptables as _ipt, iptables_save as _save, policy as _policy, sync as _sync,
+    )
+    LAYOUT = '_core'
+except ImportError:             # an older revision: everything in _masq.py
+    from ansible_collections.ipmasq.agent.plugins.module_utils import _masq
+    LAYOUT = '_masq'
 
-CHAIN = _masq.DEFAULT_CHAIN
+CHAIN = 'IP-MASQ-AGENT'
+
+
+class Core:
+    """The same few calls on either layout of the core."""
+
+    def __init__(self):
+        self.layout = LAYOUT
+        if LAYOUT == '_core':
+            self.file = _ipt.__file__
+            self.restore_wait = _ipt.RESTORE_WAIT_SECONDS
+        else:
+            self.file = _masq.__file__
+            self.restore_wait = _masq.RESTORE_WAIT_SECONDS
+
+    def policy(self, cidrs):
+        if self.layout == '_core':
+            return _policy.Policy(nonmasquerade_cidrs=cidrs, cidr_limit=None)
+        return _masq.Policy(nonmasquerade_cidrs=cidrs, cidr_limit=None)
+
+    def sync(self, pol):
+        if self.layout == '_core':
+            return _sync.sync(pol, _ipt.IptablesBackend(run, shutil.which))
+        return _masq.sync(pol, run=run, find=shutil.which)
+
+    def rules(self, pol):
+        if self.layout == '_core':
+            return _ipt.chain_rules(pol, 4), '-A POSTROUTING ' + _ipt.jump_spec(pol.chain)
+        return pol.chain_rules(4), '-A POSTROUTING ' + pol.jump_spec()
+
+    def chain_rule_count(self, text):
+        if self.layout == '_core':
+            return len(_save.parse_save(text).rules(CHAIN))
+        return len(_masq.parse_save(text, CHAIN).chain_rules)
+
+    def parts(self, cidrs, text):
+        """(name, callable) of the core's steps, for the profile."""
+        pol = self.policy(cidrs)
+        if self.layout == '_core':
+            table = _save.parse_save(text)
+            desired = _ipt.chain_rules(pol, 4)
+            current = [r.line for r in table.rules(CHAIN)]
+            return [
+                ('Policy(...) (validation: parse_cidrs)', lambda: self.policy(cidrs)),
+                ('chain_rules (render)', lambda: _ipt.chain_rules(pol, 4)),
+                ('parse_save', lambda: _save.parse_save(text)),
+                ('same_rules', lambda: _ipt.same_rules(current, desired)),
+                ('plan_present (incl. render, same_rules)', lambda: _ipt.plan_present(4, table, pol)),
+            ]
+        state = _masq.parse_save(text, CHAIN)
+        desired = pol.chain_rules(4)
+        return [
+            ('Policy(...) (validation: parse_cidrs)', lambda: self.policy(cidrs)),
+            ('chain_rules (render)', lambda: pol.chain_rules(4)),
+            ('parse_save', lambda: _masq.parse_save(text, CHAIN)),
+            ('same_rules', lambda: _masq._same_rules(state.chain_rules, desired)),  # pylint: disable=protected-access
+            ('plan_present (incl. render, same_rules)', lambda: _masq.plan_present(4, state, pol)),
+        ]
+
+
+CORE = Core()
 RESET = '*nat\nCOMMIT\n'   # restore WITHOUT --noflush: empties this namespace's nat table
 
 
@@ -64,13 +136,13 @@ def sample(func):
 
 
 def floor_payload(policy):
-    lines = [':%s - [0:0]' % CHAIN] + policy.chain_rules(4) + ['-A POSTROUTING ' + policy.jump_spec()]
+    rules, jump = CORE.rules(policy)
+    lines = [':%s - [0:0]' % CHAIN] + rules + [jump]
     return '*nat\n' + '\n'.join(lines) + '\nCOMMIT\n'
 
 
 def module_core(cidrs, expect_changed):
-    policy = _masq.Policy(nonmasquerade_cidrs=cidrs, cidr_limit=None)
-    result = _masq.sync(policy, run=run, find=shutil.which)
+    result = CORE.sync(CORE.policy(cidrs))
     if result['changed'] != expect_changed:
         raise RuntimeError('sync changed=%s, expected %s' % (result['changed'], expect_changed))
     return result
@@ -81,7 +153,7 @@ def measure(size, reps):
     save = shutil.which('iptables-save')
     save6 = shutil.which('ip6tables-save')
     restore = shutil.which('iptables-restore')
-    payload = floor_payload(_masq.Policy(nonmasquerade_cidrs=cidrs, cidr_limit=None))
+    payload = floor_payload(CORE.policy(cidrs))
     who = ('module', 'floor', 'same')
     series = dict(('%s_%s' % (w, step), []) for w in who for step in ('apply', 'nochange'))
 
@@ -98,7 +170,7 @@ def measure(size, reps):
 
     def same_apply():
         same_nochange()
-        must([restore, '--wait=%d' % _masq.RESTORE_WAIT_SECONDS, '--noflush'], payload)
+        must([restore, '--wait=%d' % CORE.restore_wait, '--noflush'], payload)
 
     steps = {
         'module_apply': lambda: module_core(cidrs, True),
@@ -121,9 +193,9 @@ def measure(size, reps):
         for key in order:
             _r, wall, cpu = sample(steps[key + '_nochange'])
             series[key + '_nochange'].append((wall, cpu))
-    rules = len(_masq.parse_save(must([save, '-t', 'nat']), CHAIN).chain_rules)
+    rules = CORE.chain_rule_count(must([save, '-t', 'nat']))
     must([restore], RESET)
-    out = {'size': size, 'reps': reps, 'chain_rules': rules}
+    out = {'size': size, 'reps': reps, 'chain_rules': rules, 'layout': CORE.layout}
     for key, values in series.items():
         out[key] = {'wall': statistics.median(v[0] for v in values),
                     'cpu': statistics.median(v[1] for v in values)}
@@ -145,18 +217,9 @@ def profile(size, repeats=20):
     restore = shutil.which('iptables-restore')
     must([restore], RESET)
     try:
-        policy = _masq.Policy(nonmasquerade_cidrs=cidrs, cidr_limit=None)
-        _masq.sync(policy, run=run, find=shutil.which)
+        CORE.sync(CORE.policy(cidrs))
         text = must([save, '-t', 'nat'])
-        state = _masq.parse_save(text, CHAIN)
-        desired = policy.chain_rules(4)
-        parts = [
-            ('Policy(...) (validation: parse_cidrs)', lambda: _masq.Policy(nonmasquerade_cidrs=cidrs, cidr_limit=None)),
-            ('parse_cidrs', lambda: _masq.parse_cidrs(cidrs, cidr_limit=None)),
-            ('Policy.chain_rules', lambda: policy.chain_rules(4)),
-            ('parse_save', lambda: _masq.parse_save(text, CHAIN)),
-            ('_same_rules', lambda: _masq._same_rules(state.chain_rules, desired)),  # pylint: disable=protected-access
-            ('plan_present (incl. chain_rules, _same_rules)', lambda: _masq.plan_present(4, state, policy)),
+        parts = CORE.parts(cidrs, text) + [
             ('iptables-save -t nat (subprocess)', lambda: must([save, '-t', 'nat'])),
             ('whole no-change run (Policy + sync)', lambda: module_core(cidrs, False)),
         ]
@@ -171,7 +234,7 @@ def profile(size, repeats=20):
         buf = io.StringIO()
         pstats.Stats(prof, stream=buf).sort_stats('tottime').print_stats(12)
         # Trim the absolute paths so the table reads in a results file.
-        top = buf.getvalue().replace(os.path.dirname(_masq.__file__) + '/', '').replace(
+        top = buf.getvalue().replace(os.path.dirname(CORE.file) + '/', '').replace(
             os.path.dirname(os.__file__) + '/', '')
         return {'size': size, 'parts': timings, 'cprofile_top': top.strip()}
     finally:

@@ -4,6 +4,7 @@
     sudo bash bench/run --quick        # N = 3 and 100 only, about 2 minutes
     sudo bash bench/run --peer-full    # also measure the ansible.builtin.iptables apply at N = 1,000 (+4 min)
     sudo bash bench/run --parts core,cycle   # some parts only (ansible core profile cycle aggregate fleet)
+    sudo bash bench/run --parts core,cycle --baseline main   # also the "before" rows of revision main
 
 Benchmarks, not tests: nothing here asserts a time; the report says where we
 stand against each target.  Everything that touches iptables runs inside
@@ -11,12 +12,15 @@ network namespaces made here (tests/integration/netlab.py) and removed in
 ``finally`` blocks.  Read bench/README.md for what each column means.
 """
 import argparse
+import io
 import json
 import os
 import shlex
 import shutil
 import signal
+import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 
@@ -24,17 +28,20 @@ import benchlib
 from benchlib import CHAIN, make_cidrs, median, netlab
 
 sys.path.insert(0, benchlib.COLLECTIONS)
-from ansible_collections.ipmasq.agent.plugins.module_utils import _masq  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.ipmasq.agent.plugins.module_utils import _resync_code  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import iptables as _ipt  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.runner import make_run  # noqa: E402  pylint: disable=wrong-import-position
 
 FULL_SIZES = (3, 100, 1000, 5000)
 QUICK_SIZES = (3, 100)
 PARTS = ('ansible', 'core', 'profile', 'cycle', 'aggregate', 'fleet')
-RESYNC = os.path.join(benchlib.ROOT, 'plugins', 'module_utils', '_masq_resync.py')
-PEER_COMMENT_RET = _masq.COMMENT_RETURN
+PEER_COMMENT_RET = _ipt.COMMENT_RETURN
 TARGET_CORE_RATIO = 1.5
 TARGET_PEER_SPEEDUP = 50.0
 TARGET_CYCLE_CPU_MS = 50.0
 TARGET_CYCLE_RSS_MIB = 30.0
+TARGET_CYCLE_FLOOR_RATIO = 2.0
 
 
 def log(msg):
@@ -43,15 +50,30 @@ def log(msg):
 
 
 def policy_for(cidrs):
-    return _masq.Policy(nonmasquerade_cidrs=cidrs, cidr_limit=None)
+    return Policy(nonmasquerade_cidrs=cidrs, cidr_limit=None)
 
 
 def restore_payload(policy, jump=True):
     """The module's rules for IPv4 as one restore input (the floor)."""
-    lines = [':%s - [0:0]' % CHAIN] + policy.chain_rules(4)
+    lines = [':%s - [0:0]' % CHAIN] + _ipt.chain_rules(policy, 4)
     if jump:
-        lines.append('-A POSTROUTING ' + policy.jump_spec())
+        lines.append('-A POSTROUTING ' + _ipt.jump_spec(policy.chain))
     return '*nat\n' + '\n'.join(lines) + '\nCOMMIT\n'
+
+
+def extract_baseline(rev, workdir):
+    """The plugins/ of revision ``rev`` as a collection tree of its own (the
+    "before" code); returns ``(collections path, short commit)``."""
+    commit = subprocess.run(['git', '-C', benchlib.ROOT, 'rev-parse', '--short', rev], check=True,
+                            capture_output=True, text=True).stdout.strip()
+    data = subprocess.run(['git', '-C', benchlib.ROOT, 'archive', '--format=tar', rev, 'plugins'], check=True,
+                          capture_output=True).stdout
+    top = os.path.join(workdir, 'baseline-%s' % commit)
+    dest = os.path.join(top, 'ansible_collections', 'ipmasq', 'agent')
+    os.makedirs(dest)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(dest)  # our own repository's files
+    return top, commit
 
 
 def peer_payload(cidrs):
@@ -60,8 +82,8 @@ def peer_payload(cidrs):
     lines = [':%s - [0:0]' % CHAIN]
     lines += ['-A %s -d %s -m comment --comment "%s" -j RETURN' % (CHAIN, c, PEER_COMMENT_RET)
               for c in ['169.254.0.0/16'] + list(cidrs)]
-    lines.append('-A %s -m comment --comment "%s" -j MASQUERADE' % (CHAIN, _masq.COMMENT_MASQ))
-    lines.append('-A POSTROUTING -m comment --comment "%s" -j %s' % (_masq.COMMENT_JUMP % CHAIN, CHAIN))
+    lines.append('-A %s -m comment --comment "%s" -j MASQUERADE' % (CHAIN, _ipt.COMMENT_MASQ))
+    lines.append('-A POSTROUTING -m comment --comment "%s" -j %s' % (_ipt.COMMENT_JUMP % CHAIN, CHAIN))
     return '*nat\n' + '\n'.join(lines) + '\nCOMMIT\n'
 
 
@@ -217,13 +239,21 @@ def _peer_row(size, backend, workdir, opts, done):
 # Part 1b: the core without Ansible vs the floor; profile
 # ---------------------------------------------------------------------------
 
-def part_core(sizes, backend):
+def part_core(sizes, backend, baseline=None):
+    """Rows of the module's own work; with ``baseline`` (collections path,
+    commit), each row also carries the same measurement of that revision,
+    taken in the same namespace right after ours."""
     reps = {3: 21, 100: 15, 1000: 9, 5000: 7}
+    args = ['measure', ','.join(str(s) for s in sizes), ','.join(str(reps.get(s, 7)) for s in sizes)]
     with netlab.Netns('core') as ns:
         log('core (no Ansible) N=%s' % ','.join(str(s) for s in sizes))
-        return benchlib.node_script(ns, 'node_core.py',
-                                    ['measure', ','.join(str(s) for s in sizes),
-                                     ','.join(str(reps.get(s, 7)) for s in sizes)], backend)
+        rows = benchlib.node_script(ns, 'node_core.py', args, backend)
+        if baseline:
+            log('core of the baseline %s' % baseline[1])
+            before = benchlib.node_script(ns, 'node_core.py', args, backend, env_extra={'PYTHONPATH': baseline[0]})
+            for row, old in zip(rows, before):
+                row['before'] = dict(old, commit=baseline[1])
+    return rows
 
 
 def part_profile(size, backend):
@@ -236,35 +266,48 @@ def part_profile(size, backend):
 # Part 2: the node-side resync cycle vs upstream's rewrite-every-cycle
 # ---------------------------------------------------------------------------
 
-RESYNC_MODULE = 'ansible_collections.ipmasq.agent.plugins.module_utils._masq_resync'
-RESYNC_FILES = ('_masq.py', '_masq_config.py', '_masq_resync.py')
+RESYNC_MODULES = {
+    '_core': 'ansible_collections.ipmasq.agent.plugins.module_utils._core.resync',
+    '_masq': 'ansible_collections.ipmasq.agent.plugins.module_utils._masq_resync',
+}
+OLD_RESYNC_FILES = ('_masq.py', '_masq_config.py', '_masq_resync.py')
 
 
-def _resync_lib(workdir, compiled):
-    """The files the role installs on a node (ip_masq_lib_dir), copied to a
-    directory of their own; with ``compiled``, byte-compiled by the node's
-    Python first (without, every cycle compiles them: python3 -B writes no
-    cache)."""
-    lib = os.path.join(workdir, 'lib-pyc' if compiled else 'lib-src')
-    dest = os.path.join(lib, 'ansible_collections', 'ipmasq', 'agent', 'plugins', 'module_utils')
-    if not os.path.isdir(dest):
-        os.makedirs(dest)
-        for name in RESYNC_FILES:
-            shutil.copy(os.path.join(benchlib.ROOT, 'plugins', 'module_utils', name), dest)
-        if compiled:
-            netlab.run([benchlib.NODE_PYTHON, '-m', 'compileall', '-q', lib])
-    return lib
+def _resync_lib(workdir, compiled, source=None):
+    """What the role installs on a node (ip_masq_lib_dir), in a directory of
+    its own: the core package, put there by the resync_code module's
+    installer (byte-compiled by the node's Python); without ``compiled`` the
+    .py files only, so that every cycle compiles them (python3 -B writes no
+    cache).  ``source``: a baseline tree (bench --baseline) in either layout.
+    Returns ``(lib, layout)``."""
+    lib = os.path.join(workdir, '%s-%s' % ('lib-pyc' if compiled else 'lib-src',
+                                           os.path.basename(source) if source else 'this'))
+    utils = os.path.join(source or benchlib.COLLECTIONS, 'ansible_collections', 'ipmasq', 'agent', 'plugins',
+                         'module_utils')
+    layout = '_core' if os.path.isdir(os.path.join(utils, '_core')) else '_masq'
+    if not os.path.isdir(lib):
+        if layout == '_core' and source is None:
+            _resync_code.install(lib, _resync_code.package_sources(), make_run(), benchlib.NODE_PYTHON)
+        else:
+            dest = os.path.join(lib, 'ansible_collections', 'ipmasq', 'agent', 'plugins', 'module_utils')
+            if layout == '_core':
+                shutil.copytree(os.path.join(utils, '_core'), os.path.join(dest, '_core'),
+                                ignore=shutil.ignore_patterns('__pycache__'))
+            else:
+                os.makedirs(dest)
+                for name in OLD_RESYNC_FILES:
+                    shutil.copy(os.path.join(utils, name), dest)
+            if compiled:
+                netlab.run([benchlib.NODE_PYTHON, '-m', 'compileall', '-q', lib])
+        if not compiled:
+            for dirpath, dirs, _names in os.walk(lib):
+                if '__pycache__' in dirs:
+                    shutil.rmtree(os.path.join(dirpath, '__pycache__'))
+    return lib, layout
 
 
-def resync_variants(workdir, cidrs, size, env):
-    """The variants of one cycle of ours: [{name, argv, env, state_file, drift}], and a label."""
-    if not os.path.exists(RESYNC):
-        path = os.path.join(workdir, 'cidrs.json')
-        benchlib.write_json(path, cidrs)
-        env = dict(env, PYTHONPATH=benchlib.COLLECTIONS)
-        return ([{'name': 'ours', 'argv': [benchlib.NODE_PYTHON, os.path.join(benchlib.BENCH, 'resync_fallback.py'),
-                                           path], 'env': env, 'state_file': None, 'drift': True}],
-                'a fresh `python3` that imports _masq and calls sync() (fallback: _masq_resync.py not present)')
+def resync_variants(workdir, cidrs, size, env, baseline=None):
+    """The variants of one cycle: [{name, argv, env, state_file, drift}], and a label."""
     config = os.path.join(workdir, 'config')
     with open(config, 'w', encoding='utf-8') as handle:
         # The shape of roles/ip_masq/templates/config.yaml.j2.
@@ -272,15 +315,21 @@ def resync_variants(workdir, cidrs, size, env):
                      + 'masqLinkLocal: false\nmasqLinkLocalIPv6: false\nresyncInterval: 60s\n'
                      + 'cidrLimit: %d\n' % max(64, size))
     variants = []
-    for name, compiled in (('ours', False), ('ours, .pyc', True)):
-        state = os.path.join(workdir, 'last-good-config-%s' % ('pyc' if compiled else 'src'))
+    runs = [('ours', False, None), ('ours, .pyc', True, None)]
+    if baseline:
+        runs.append(('before (%s), .pyc' % baseline[1], True, baseline[0]))
+    for name, compiled, source in runs:
+        lib, layout = _resync_lib(workdir, compiled, source)
+        state = os.path.join(workdir, 'last-good-config-%s' % os.path.basename(lib))
         variants.append({'name': name, 'drift': not compiled, 'state_file': state,
-                         'env': dict(env, PYTHONPATH=_resync_lib(workdir, compiled)),
-                         'argv': [benchlib.NODE_PYTHON, '-s', '-B', '-m', RESYNC_MODULE, '--config', config,
+                         'env': dict(env, PYTHONPATH=lib),
+                         'argv': [benchlib.NODE_PYTHON, '-S', '-B', '-m', RESYNC_MODULES[layout], '--config', config,
                                   '--state-file', state, '--log-format', 'plain']})
-    return variants, ('`python3 -s -B -m ..._masq_resync --config FILE --state-file FILE` (YAML config as the role '
-                      'writes it; "ours" = the three source files as installed, compiled by every cycle; '
-                      '"ours, .pyc" = the same files byte-compiled beforehand)')
+    return variants, ('`python3 -S -B -m ..._core.resync --config FILE --state-file FILE` as the role\'s unit runs it '
+                      '(YAML config as the role writes it; "ours" = the core package installed by the resync_code '
+                      'installer without .pyc, so compiled by every cycle; "ours, .pyc" = byte-compiled, as the role '
+                      'installs it%s)' % ('; "before" = revision %s installed the way its role installed it'
+                                          % baseline[1] if baseline else ''))
 
 
 def _shim_dir(workdir, backend):
@@ -297,7 +346,7 @@ def _shim_dir(workdir, backend):
     return shim
 
 
-def part_cycle(sizes, backend, workdir, cycles):
+def part_cycle(sizes, backend, workdir, cycles, baseline=None):
     shim = _shim_dir(workdir, backend)
     out = []
     label = None
@@ -312,10 +361,10 @@ def part_cycle(sizes, backend, workdir, cycles):
         env = backend.env({'PATH': os.environ.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')})
         writes = os.path.join(sub, 'writes.txt')
         env.update({'PATH': shim + os.pathsep + env['PATH'], 'LC_ALL': 'C', 'IMQ_BENCH_WRITES': writes})
-        variants, label = resync_variants(sub, cidrs, size, env)
+        variants, label = resync_variants(sub, cidrs, size, env, baseline)
         spec = {'size': size, 'cycles': cycles, 'ours': variants,
-                'writes_file': writes, 'payload_file': payload,
-                'jump_args': shlex.split(policy.jump_spec())}
+                'writes_file': writes, 'payload_file': payload, 'python': benchlib.NODE_PYTHON,
+                'jump_args': shlex.split(_ipt.jump_spec(policy.chain))}
         spec_path = os.path.join(sub, 'spec.json')
         benchlib.write_json(spec_path, spec)
         with netlab.Netns('cycle') as ns:
@@ -457,6 +506,29 @@ def report(info, results, opts):
                     % (_x(rc), _x(rw), _x(_ratio(same['cpu'], flo['cpu']))),
                     rc is not None and rc <= TARGET_CORE_RATIO))
         out.append('')
+        before = [row for row in core if row.get('before')]
+        if before:
+            commit = before[0]['before']['commit']
+            out += ['### Before and after: the same measurement of revision %s, in the same namespace' % commit, '',
+                    'module/floor CPU of each, and after/before of the module\'s CPU. The change must not slow the '
+                    'no-change run.', '',
+                    '| N | run | before: module CPU ms | before: module/floor | after: module CPU ms | '
+                    'after: module/floor | after/before |', '|---:|---|---:|---:|---:|---:|---:|']
+            for row in before:
+                old = row['before']
+                for step in ('apply', 'nochange'):
+                    new_m, new_f = row['module_' + step]['cpu'], row['floor_' + step]['cpu']
+                    old_m, old_f = old['module_' + step]['cpu'], old['floor_' + step]['cpu']
+                    out.append('| %d | %s | %.1f | %s | %.1f | %s | %s |'
+                               % (row['size'], 'apply from scratch' if step == 'apply' else 'no-change rerun',
+                                  old_m * 1e3, _x(_ratio(old_m, old_f)), new_m * 1e3, _x(_ratio(new_m, new_f)),
+                                  _x(_ratio(_ratio(new_m, new_f), _ratio(old_m, old_f)))))
+                    if step == 'nochange':
+                        change = _ratio(_ratio(new_m, new_f), _ratio(old_m, old_f))
+                        targets.append(('no-change run not slower than %s, N=%d (module/floor CPU, after/before)'
+                                        % (commit, row['size']), _x(change),
+                                        change is not None and change <= 1.05))
+            out.append('')
 
     ans = results.get('ansible')
     if ans:
@@ -508,7 +580,13 @@ def report(info, results, opts):
                 '| N | who | drift | CPU ms/cycle (median) | CPU ms (max) | wall ms | peak RSS MiB | writes/cycle | '
                 'chain right after |',
                 '|---:|---|---|---:|---:|---:|---:|---:|---|']
+        floors = dict((row['size'], row) for row in cyc['rows'] if row['mode'] == 'floor')
         for row in cyc['rows']:
+            if row['mode'] == 'floor':
+                out.append('| %d | floor: `python3 -I -S -c pass` + `iptables-save -t nat` + `ip6tables-save -t nat`, '
+                           'bare | - | %.1f | %.1f | %.1f | - | 0 | - |'
+                           % (row['size'], row['cpu_ms'], row['cpu_ms_max'], row['wall_ms']))
+                continue
             writes = '%g' % (row['writes'] / float(row['cycles']))
             if row.get('state_file_written'):
                 writes += ' (+ state file)'
@@ -516,6 +594,13 @@ def report(info, results, opts):
                        % (row['size'], row['mode'], 'one rule' if row['drift'] else 'none', row['cpu_ms'],
                           row['cpu_ms_max'], row['wall_ms'], _fmt(row['peak_rss_mib'], '%.1f', 'n/a'), writes,
                           'yes' if row['repaired'] else 'NO'))
+            floor = floors.get(row['size'])
+            if row['mode'] == 'ours, .pyc' and not row['drift'] and floor:
+                ratio = _ratio(row['cpu_ms'], floor['cpu_ms'])
+                targets.append(('no-drift resync cycle (as installed, .pyc) within %gx of its floor, N=%d (CPU)'
+                                % (TARGET_CYCLE_FLOOR_RATIO, row['size']),
+                                '%s (%.1f ms vs %.1f ms)' % (_x(ratio), row['cpu_ms'], floor['cpu_ms']),
+                                ratio is not None and ratio <= TARGET_CYCLE_FLOOR_RATIO))
             if row['mode'] == 'ours' and not row['drift']:
                 targets.append(('no-drift resync cycle < %g ms CPU, < %g MiB, no writes, N=%d'
                                 % (TARGET_CYCLE_CPU_MS, TARGET_CYCLE_RSS_MIB, row['size']),
@@ -592,6 +677,8 @@ def main():
     parser.add_argument('--backend', choices=('nft', 'legacy'), default='nft')
     parser.add_argument('--fleet-tasks', default='tasks/fleet_role.yml',
                         help='tasks file (in bench/playbooks) each fleet host runs; the role goes here')
+    parser.add_argument('--baseline', metavar='REV',
+                        help='also measure git revision REV (e.g. main) in parts core and cycle: before/after rows')
     parser.add_argument('--out', help='report file (default bench/results/<date>-<host>[-quick].md)')
     parser.add_argument('--json', help='also write the raw results as JSON here')
     opts = parser.parse_args()
@@ -617,13 +704,14 @@ def main():
     started = time.time()
     try:
         info = benchlib.machine_info(backend)
+        baseline = extract_baseline(opts.baseline, workdir) if opts.baseline else None
         if 'core' in parts:
-            results['core'] = part_core(sizes, backend)
+            results['core'] = part_core(sizes, backend, baseline)
         if 'profile' in parts:
             results['profile'] = part_profile(sizes[-1], backend)
         if 'cycle' in parts:
             results['cycle'] = part_cycle((3, 100) if opts.quick else (3, 100, 1000), backend, workdir,
-                                          cycles=10 if opts.quick else 20)
+                                          cycles=10 if opts.quick else 20, baseline=baseline)
         if 'aggregate' in parts:
             results['aggregate'] = part_aggregate(opts.quick)
         if 'fleet' in parts:

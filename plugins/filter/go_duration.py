@@ -50,8 +50,8 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._masq import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._masq_config import parse_go_duration_ns
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.golang import parse_duration_ns
 
 NAME = 'ipmasq.agent.go_duration'
 _NS_PER_SECOND = 1000000000
@@ -63,7 +63,7 @@ def go_duration(value):
         raise AnsibleFilterError('%s: the input must be a string such as "60s", not %s %r.'
                                  % (NAME, type(value).__name__, value))
     try:
-        ns = parse_go_duration_ns(value)
+        ns = parse_duration_ns(value)
     except MasqError as e:
         raise AnsibleFilterError('%s: %s' % (NAME, e.msg)) from None
     if ns % _NS_PER_SECOND == 0:

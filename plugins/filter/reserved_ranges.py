@@ -62,9 +62,8 @@ _value:
   elements: str
 """
 
-from ansible_collections.ipmasq.agent.plugins.plugin_utils._cidr import (
-    RESERVED_RANGES, UPSTREAM_DEFAULT_CIDRS, check_bool, fqcn, parse_list,
-)
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.ranges import DEFAULT_NONMASQ_CIDRS, RESERVED_RANGES
+from ansible_collections.ipmasq.agent.plugins.plugin_utils._cidr import check_bool, fqcn, parse_list
 
 NAME = fqcn('reserved_ranges')
 
@@ -74,7 +73,7 @@ def reserved_ranges(value, *, upstream_defaults=False, label=None):
     upstream_defaults = check_bool(NAME, 'upstream_defaults', upstream_defaults)
     result = [cidr.text for cidr in parse_list(NAME, value, label)]
     present = set(result)
-    extra = (UPSTREAM_DEFAULT_CIDRS if upstream_defaults else ()) + RESERVED_RANGES
+    extra = (DEFAULT_NONMASQ_CIDRS if upstream_defaults else ()) + RESERVED_RANGES
     for cidr in extra:
         if cidr not in present:
             present.add(cidr)

@@ -36,6 +36,8 @@ description:
   - With O(report_networks=true), user-defined bridge networks that still masquerade are listed with what to
     do; Docker cannot change that on an existing network.
   - Does nothing (and reports RV(installed=false)) when Docker is not installed.
+extends_documentation_fragment:
+  - ipmasq.agent.daemon_files
 author:
   - ipmasq.agent maintainers (@ipmasq)
 attributes:
@@ -68,12 +70,6 @@ options:
     description: Docker's systemd unit.
     type: str
     default: docker.service
-  unit_dirs:
-    description:
-      - Directories searched for the unit and its C(<unit>.d/*.conf) drop-ins, highest priority first, as systemd does.
-    type: list
-    elements: path
-    default: [/etc/systemd/system, /run/systemd/system, /usr/local/lib/systemd/system, /lib/systemd/system, /usr/lib/systemd/system]
   env_files:
     description:
       - Extra environment files whose every assignment is searched for C(--ip-masq), for options that reach
@@ -82,17 +78,6 @@ options:
     type: list
     elements: path
     default: []
-  backup_dir:
-    description:
-      - Where the original of each edited file is kept (C(<backup_dir>/<path>)), with a small JSON record next to it,
-        so that O(state=absent) can restore it.
-    type: path
-    default: /var/lib/ipmasq-agent/backup
-  backup:
-    description:
-      - Also copy each file next to itself with a timestamp before it is changed (as C(backup=yes) does elsewhere).
-    type: bool
-    default: true
   remove_stale_rules:
     description:
       - Delete Docker's default-bridge C(MASQUERADE) rule(s) from C(POSTROUTING) when Docker no longer masquerades
@@ -120,12 +105,6 @@ options:
   docker_bin:
     description: The Docker CLI used by O(remove_stale_rules) and O(report_networks). Default is C(docker) on C(PATH).
     type: path
-  root:
-    description:
-      - Look every file up below this directory, as C(systemctl --root) does (an image, a test tree).
-        Commands still run on the node.
-    type: path
-    default: /
 notes:
   - >-
     C("ip-masq": false) covers the default bridge only. Networks created with C(docker network create) (and by
@@ -245,34 +224,25 @@ messages:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemon_opts import (
-    DEFAULT_BACKUP_DIR,
-    DEFAULT_UNIT_DIRS,
-    docker_sync,
-    run_module,
-)
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import argument_spec, work
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.docker import docker_sync
+from ansible_collections.ipmasq.agent.plugins.module_utils._module import run_module
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            state=dict(type='str', choices=['present', 'absent'], default='present'),
+        argument_spec=argument_spec(
             daemon_json=dict(type='path', default='/etc/docker/daemon.json'),
             unit_name=dict(type='str', default='docker.service'),
-            unit_dirs=dict(type='list', elements='path', default=list(DEFAULT_UNIT_DIRS)),
-            env_files=dict(type='list', elements='path', default=[]),
-            backup_dir=dict(type='path', default=DEFAULT_BACKUP_DIR),
-            backup=dict(type='bool', default=True),
             remove_stale_rules=dict(type='bool', default=False),
             bridge_name=dict(type='str'),
             bridge_cidrs=dict(type='list', elements='str'),
             report_networks=dict(type='bool', default=False),
             docker_bin=dict(type='path'),
-            root=dict(type='path', default='/'),
         ),
         supports_check_mode=True,
     )
-    run_module(module, docker_sync)
+    run_module(module, work(docker_sync))
 
 
 if __name__ == '__main__':

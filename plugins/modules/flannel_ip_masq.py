@@ -31,6 +31,8 @@ description:
     needs a restart to apply any change (RV(restart_required)); the module never restarts it.
   - Does nothing (RV(installed=false)) unless flanneld has a systemd unit on the node. flannel run by the
     kube-flannel DaemonSet is configured in its manifest instead.
+extends_documentation_fragment:
+  - ipmasq.agent.daemon_files
 author:
   - ipmasq.agent maintainers (@ipmasq)
 attributes:
@@ -57,12 +59,6 @@ options:
     description: flanneld's systemd unit.
     type: str
     default: flanneld.service
-  unit_dirs:
-    description:
-      - Directories searched for the unit and its C(<unit>.d/*.conf) drop-ins, highest priority first, as systemd does.
-    type: list
-    elements: path
-    default: [/etc/systemd/system, /run/systemd/system, /usr/local/lib/systemd/system, /lib/systemd/system, /usr/lib/systemd/system]
   env_files:
     description:
       - Extra environment files whose every assignment is searched for C(--ip-masq), for options that reach
@@ -90,22 +86,6 @@ options:
         longer masquerades. Turning C(--ip-masq) off does not remove them.
     type: bool
     default: true
-  backup_dir:
-    description:
-      - Where the original of each edited file is kept (C(<backup_dir>/<path>)), with a small JSON record next to it,
-        so that O(state=absent) can restore it.
-    type: path
-    default: /var/lib/ipmasq-agent/backup
-  backup:
-    description: Also copy each file next to itself with a timestamp before it is changed.
-    type: bool
-    default: true
-  root:
-    description:
-      - Look every file up below this directory, as C(systemctl --root) does (an image, a test tree).
-        iptables commands still run on the node.
-    type: path
-    default: /
 notes:
   - Run it twice around a restart of flanneld - once to edit the options, then, after the restart, with
     O(remove_stale_rules=true) to delete the rules. The P(ipmasq.agent.ip_masq#role) role does this.
@@ -199,12 +179,9 @@ messages:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemon_opts import (
-    DEFAULT_BACKUP_DIR,
-    DEFAULT_UNIT_DIRS,
-    flannel_sync,
-    run_module,
-)
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import argument_spec, work
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.flannel import flannel_sync
+from ansible_collections.ipmasq.agent.plugins.module_utils._module import run_module
 
 MK_DOCKER_OPTS = [
     '/usr/libexec/flannel/mk-docker-opts.sh',
@@ -216,21 +193,15 @@ MK_DOCKER_OPTS = [
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            state=dict(type='str', choices=['present', 'absent'], default='present'),
+        argument_spec=argument_spec(
             unit_name=dict(type='str', default='flanneld.service'),
-            unit_dirs=dict(type='list', elements='path', default=list(DEFAULT_UNIT_DIRS)),
-            env_files=dict(type='list', elements='path', default=[]),
             mk_docker_opts=dict(type='list', elements='path', default=list(MK_DOCKER_OPTS)),
             subnet_env=dict(type='path', default='/run/flannel/subnet.env'),
             remove_stale_rules=dict(type='bool', default=True),
-            backup_dir=dict(type='path', default=DEFAULT_BACKUP_DIR),
-            backup=dict(type='bool', default=True),
-            root=dict(type='path', default='/'),
         ),
         supports_check_mode=True,
     )
-    run_module(module, flannel_sync)
+    run_module(module, work(flannel_sync))
 
 
 if __name__ == '__main__':

@@ -31,6 +31,8 @@ description:
     (a later drop-in overrides ours), it is an error and nothing is changed.
   - Before the first edit of a file its original is kept in O(backup_dir); O(state=absent) puts it back (and
     deletes our drop-in). kubelet needs a restart to apply a change (RV(restart_required)).
+extends_documentation_fragment:
+  - ipmasq.agent.daemon_files
 author:
   - ipmasq.agent maintainers (@ipmasq)
 attributes:
@@ -63,13 +65,6 @@ options:
     description: kubelet's systemd unit.
     type: str
     default: kubelet.service
-  unit_dirs:
-    description:
-      - Directories searched for the unit and its drop-ins, highest priority first, as systemd does. Our own
-        drop-in goes into the first one.
-    type: list
-    elements: path
-    default: [/etc/systemd/system, /run/systemd/system, /usr/local/lib/systemd/system, /lib/systemd/system, /usr/lib/systemd/system]
   env_files:
     description:
       - Extra environment files whose every assignment is searched for an existing C(--non-masquerade-cidr)
@@ -84,22 +79,6 @@ options:
   kubelet_bin:
     description: The kubelet binary asked for its version. Default is the unit's C(ExecStart=) binary, else C(kubelet) on C(PATH).
     type: path
-  backup_dir:
-    description:
-      - Where the original of each edited file is kept, with a small JSON record next to it, so that
-        O(state=absent) can restore it.
-    type: path
-    default: /var/lib/ipmasq-agent/backup
-  backup:
-    description: Also copy each file next to itself with a timestamp before it is changed.
-    type: bool
-    default: true
-  root:
-    description:
-      - Look every file up below this directory, as C(systemctl --root) does (an image, a test tree). The
-        C(ExecStart=) binary is looked up below it too.
-    type: path
-    default: /
 seealso:
   - module: ipmasq.agent.masq_chain
   - name: IP Masquerade Agent user guide
@@ -188,31 +167,22 @@ messages:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemon_opts import (
-    DEFAULT_BACKUP_DIR,
-    DEFAULT_UNIT_DIRS,
-    kubelet_sync,
-    run_module,
-)
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import argument_spec, work
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.kubelet import kubelet_sync
+from ansible_collections.ipmasq.agent.plugins.module_utils._module import run_module
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
+        argument_spec=argument_spec(
             mode=dict(type='str', choices=['set', 'report'], default='set'),
-            state=dict(type='str', choices=['present', 'absent'], default='present'),
             unit_name=dict(type='str', default='kubelet.service'),
-            unit_dirs=dict(type='list', elements='path', default=list(DEFAULT_UNIT_DIRS)),
-            env_files=dict(type='list', elements='path', default=[]),
             extra_args_var=dict(type='str', default='KUBELET_EXTRA_ARGS'),
             kubelet_bin=dict(type='path'),
-            backup_dir=dict(type='path', default=DEFAULT_BACKUP_DIR),
-            backup=dict(type='bool', default=True),
-            root=dict(type='path', default='/'),
         ),
         supports_check_mode=True,
     )
-    run_module(module, kubelet_sync)
+    run_module(module, work(kubelet_sync))
 
 
 if __name__ == '__main__':

@@ -25,7 +25,15 @@ description:
     transaction per family rewrites the chain and fixes the jump (adds a missing one,
     removes duplicates, replaces a wrong one, moves a misplaced one with O(jump_position=first)),
     so no packet ever meets a half-built chain. The xtables lock is taken (C(--wait)).
-  - The chain is owned by this module alone; a foreign rule inside it is removed. Rules in
+  - The chain is owned by this module alone; a foreign rule inside it is removed. An existing chain of that
+    name that was never ours is refused unless O(adopt_chain=true).
+  - Every writer of this collection (this module, the role's node-side resync, the daemon modules'
+    rule clean-up) holds the lock C(/run/ipmasq-agent.lock) from its read to the end of its write, so two
+    runs at the same moment never plan from the same reading; a run that waited more than 60 seconds for
+    it fails and names the process holding it.
+  - A nat table that C(iptables-save) cannot show whole (native nftables objects in C(ip nat), reported by
+    iptables-nft as C(incompatible)) or prints lines this module does not understand is an error, and
+    nothing is written. Rules in
     any other chain (Docker's, kube-proxy's, the user's own C(POSTROUTING) rules) are never touched.
   - Works with both iptables backends (nf_tables and legacy), whichever the node's
     C(iptables-save) and C(iptables-restore) are; the result says which one was used.
@@ -88,6 +96,16 @@ options:
       - Renaming leaves the old chain in place; remove it first with O(state=absent) and the old name.
     type: str
     default: IP-MASQ-AGENT
+  adopt_chain:
+    description:
+      - Take over an existing chain of this name that ipmasq.agent never wrote (none of its rules, nor any
+        C(POSTROUTING) jump to it, carries an C(ip-masq-agent:) comment), flushing its rules.
+      - By default such a chain is refused and nothing is changed, so that a typo such as O(chain=DOCKER)
+        cannot flush another tool's chain; O(state=absent) refuses to delete it in the same way. An empty
+        chain, or a chain of ours with a foreign rule added, needs no adoption.
+    type: bool
+    default: false
+    version_added: 1.0.0
   random_fully:
     description:
       - Add C(--random-fully) to every C(MASQUERADE) rule. Off by default so that the listing equals
@@ -127,6 +145,8 @@ options:
     choices: [present, absent]
     default: present
 notes:
+  - When IPv4 was written and the IPv6 write then fails, the task fails with C(changed=true), says what was
+    already applied, and lists it in C(applied); running it again finishes the job.
   - A C(RETURN) here does not stop another nat chain or nft table from masquerading the same traffic;
     Docker's C(--ip-masq) and flannel's C(--ip-masq) must be switched off for this chain to be the
     single source of SNAT (the P(ipmasq.agent.ip_masq#role) role does that).
@@ -231,14 +251,35 @@ ipv6:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._masq import (
-    DEFAULT_NONMASQ_CIDRS,
-    MasqError,
-    Policy,
-    diff_text,
-    sync,
-    validate_chain_name,
-)
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend, diff_text
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy, validate_chain_name
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.ranges import DEFAULT_NONMASQ_CIDRS
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import sync
+from ansible_collections.ipmasq.agent.plugins.module_utils._module import run_module
+
+
+def enforce(module, run, find):
+    p = module.params
+    policy = None
+    if p['state'] == 'present':
+        policy = Policy(
+            nonmasquerade_cidrs=p['nonmasquerade_cidrs'],
+            nomasq_all_reserved_ranges=p['nomasq_all_reserved_ranges'],
+            masq_link_local=p['masq_link_local'],
+            masq_link_local_ipv6=p['masq_link_local_ipv6'],
+            ipv6=p['ipv6'],
+            chain=p['chain'],
+            random_fully=p['random_fully'],
+            to_ports=p['to_ports'],
+            jump_position=p['jump_position'],
+            cidr_limit=p['cidr_limit'],
+        )
+    else:
+        validate_chain_name(p['chain'])
+    result = sync(policy, IptablesBackend(run, find), state=p['state'], check_mode=module.check_mode,
+                  chain=p['chain'], adopt=p['adopt_chain'])
+    result['diff'] = {'before': diff_text(result, 'before'), 'after': diff_text(result, 'after')}
+    return result
 
 
 def main():
@@ -250,6 +291,7 @@ def main():
             masq_link_local_ipv6=dict(type='bool', default=False),
             ipv6=dict(type='bool', default=False),
             chain=dict(type='str', default='IP-MASQ-AGENT'),
+            adopt_chain=dict(type='bool', default=False),
             random_fully=dict(type='bool', default=False),
             to_ports=dict(type='list', elements='str', default=[]),
             jump_position=dict(type='str', choices=['append', 'first'], default='append'),
@@ -258,42 +300,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    p = module.params
-    env = {'LC_ALL': 'C', 'LANG': 'C'}
-
-    def run(argv, data=None):
-        return module.run_command(argv, data=data, binary_data=False, environ_update=env)
-
-    def find(name):
-        return module.get_bin_path(name)
-
-    try:
-        policy = None
-        if p['state'] == 'present':
-            policy = Policy(
-                nonmasquerade_cidrs=p['nonmasquerade_cidrs'],
-                nomasq_all_reserved_ranges=p['nomasq_all_reserved_ranges'],
-                masq_link_local=p['masq_link_local'],
-                masq_link_local_ipv6=p['masq_link_local_ipv6'],
-                ipv6=p['ipv6'],
-                chain=p['chain'],
-                random_fully=p['random_fully'],
-                to_ports=p['to_ports'],
-                jump_position=p['jump_position'],
-                cidr_limit=p['cidr_limit'],
-            )
-        else:
-            validate_chain_name(p['chain'])
-        result = sync(policy, state=p['state'], run=run, find=find,
-                      check_mode=module.check_mode, chain=p['chain'])
-    except MasqError as e:
-        module.fail_json(msg=e.msg, **e.details)
-
-    for warning in result.pop('warnings'):
-        module.warn(warning)
-    if module._diff:
-        result['diff'] = {'before': diff_text(result, 'before'), 'after': diff_text(result, 'after')}
-    module.exit_json(**result)
+    run_module(module, enforce)
 
 
 if __name__ == '__main__':

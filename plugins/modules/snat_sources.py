@@ -254,8 +254,20 @@ commands:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._masq import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._module import run_module
 from ansible_collections.ipmasq.agent.plugins.module_utils._snat_audit import audit, offender_lines
+
+
+def inspect(module, run, find):
+    p = module.params
+    result = audit(run, find, chain=p['chain'], ipv6=p['ipv6'], include_nft=p['include_nft'], allow=p['allow'])
+    problems = [] if result['only_ours'] else offender_lines(result)
+    if problems and p['on_offenders'] == 'fail':
+        raise MasqError('SNAT audit: %s %s' % (result['summary'], ' '.join(problems)), **result)
+    if problems and p['on_offenders'] == 'warn':
+        result['warnings'] = ['SNAT audit: %s' % result['summary']] + problems
+    return result
 
 
 def main():
@@ -269,29 +281,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    p = module.params
-    env = {'LC_ALL': 'C', 'LANG': 'C'}
-
-    def run(argv, data=None):
-        return module.run_command(argv, data=data, environ_update=env)
-
-    def find(name):
-        return module.get_bin_path(name)
-
-    try:
-        result = audit(run, find, chain=p['chain'], ipv6=p['ipv6'], include_nft=p['include_nft'],
-                       allow=p['allow'])
-    except MasqError as e:
-        module.fail_json(msg=e.msg, **e.details)
-
-    problems = [] if result['only_ours'] else offender_lines(result)
-    if problems and p['on_offenders'] == 'fail':
-        module.fail_json(msg='SNAT audit: %s %s' % (result['summary'], ' '.join(problems)), **result)
-    if problems and p['on_offenders'] == 'warn':
-        module.warn('SNAT audit: %s' % result['summary'])
-        for line in problems:
-            module.warn(line)
-    module.exit_json(**result)
+    run_module(module, inspect)
 
 
 if __name__ == '__main__':

@@ -27,20 +27,6 @@ else:
 
 COLLECTION = 'ipmasq.agent'
 
-# What the Kubernetes ip-masq-agent uses when its config sets no
-# nonMasqueradeCIDRs, and what --nomasq-all-reserved-ranges adds to it.
-UPSTREAM_DEFAULT_CIDRS = ('10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16')
-RESERVED_RANGES = (
-    '100.64.0.0/10',    # RFC 6598, carrier-grade NAT
-    '192.0.0.0/24',     # RFC 6890, IETF protocol assignments
-    '192.0.2.0/24',     # RFC 5737, TEST-NET-1
-    '192.88.99.0/24',   # RFC 7526, 6to4 relay anycast
-    '198.18.0.0/15',    # RFC 2544, benchmarking
-    '198.51.100.0/24',  # RFC 5737, TEST-NET-2
-    '203.0.113.0/24',   # RFC 5737, TEST-NET-3
-    '240.0.0.0/4',      # RFC 1112, reserved
-)
-
 BARE_ADDRESS_CHOICES = ('refuse', 'host')
 HOST_BITS_CHOICES = ('error', 'align')
 DUPLICATES_CHOICES = ('error', 'drop')

@@ -10,9 +10,7 @@ else.  The Docker CLI and kubelet are small stand-in scripts that print what
 the real ones print; Docker itself is not needed."""
 import json
 import os
-import shutil
 import stat
-import tempfile
 
 import pytest
 
@@ -21,59 +19,6 @@ import netlab
 HERE = os.path.dirname(os.path.abspath(__file__))
 PLAYBOOK = os.path.join(HERE, 'playbooks', 'other_snat.yml')
 FOUR = ['check1', 'apply1', 'check2', 'apply2']
-
-
-class Tree:
-    """A temporary root with a node's files."""
-
-    def __init__(self):
-        self.root = tempfile.mkdtemp(prefix='imq-root-')
-
-    def path(self, path):
-        return os.path.join(self.root, path.lstrip('/'))
-
-    def put(self, path, text, mode=0o644):
-        real = self.path(path)
-        os.makedirs(os.path.dirname(real), exist_ok=True)
-        with open(real, 'w') as f:
-            f.write(text)
-        os.chmod(real, mode)
-
-    def read(self, path):
-        real = self.path(path)
-        if not os.path.exists(real):
-            return None
-        with open(real) as f:
-            return f.read()
-
-    def snapshot(self):
-        """Every file below the root except our backup store, with content and mode."""
-        out = {}
-        for dirpath, _dirs, names in os.walk(self.root):
-            for name in names:
-                real = os.path.join(dirpath, name)
-                rel = '/' + os.path.relpath(real, self.root)
-                if rel.startswith('/var/lib/ipmasq-agent/') or rel.endswith('~') or rel.startswith('/bin/'):
-                    continue
-                with open(real, 'rb') as f:
-                    out[rel] = (f.read(), stat.S_IMODE(os.stat(real).st_mode))
-        return out
-
-    def all_files(self):
-        found = []
-        for dirpath, _dirs, names in os.walk(self.root):
-            found.extend('/' + os.path.relpath(os.path.join(dirpath, n), self.root) for n in names)
-        return sorted(found)
-
-    def remove(self):
-        shutil.rmtree(self.root, ignore_errors=True)
-
-
-@pytest.fixture
-def tree():
-    t = Tree()
-    yield t
-    t.remove()
 
 
 def run(node, module, margs, steps=('apply1',)):

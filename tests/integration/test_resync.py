@@ -1,21 +1,20 @@
-"""The node-side resync (module_utils/_masq_resync.py) as systemd runs it: a real
-process started with ``python3 -m`` from a copy of exactly the three files the
-role installs, against real iptables (nf_tables and legacy) inside a network
+"""The node-side resync (module_utils/_core/resync.py) as systemd runs it: a real
+process started with ``python3 -m`` from the core package installed as the
+role installs it (the resync_code module's installer), against real iptables (nf_tables and legacy) inside a network
 namespace.  A shim on PATH logs every iptables-save/-restore call (and then
 runs the real tool), so "writes nothing" is counted, not assumed."""
 import os
-import shutil
 import stat
 
 import pytest
 
 import netlab
 from test_masq_chain import CHAIN, FOREIGN, JUMP, add_foreign, chain_lines, not_ours, ours
+from test_resync_units import install_core
 
 ROOT = netlab.ROOT
 PYTHON = '/usr/bin/python3'
-MODULE = 'ansible_collections.ipmasq.agent.plugins.module_utils._masq_resync'
-LIB_FILES = ('_masq.py', '_masq_config.py', '_masq_resync.py')
+MODULE = 'ansible_collections.ipmasq.agent.plugins.module_utils._core.resync'
 TOOLS = ('iptables-save', 'iptables-restore', 'ip6tables-save', 'ip6tables-restore')
 LINK_LOCAL = '169.254.0.0/16'
 DEFAULTS = [LINK_LOCAL, '10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16']
@@ -31,10 +30,7 @@ class Agent:
         self.node = node
         self.base = str(base)
         self.lib = os.path.join(self.base, 'lib')
-        pkg = os.path.join(self.lib, 'ansible_collections', 'ipmasq', 'agent', 'plugins', 'module_utils')
-        os.makedirs(pkg)
-        for name in LIB_FILES:
-            shutil.copy(os.path.join(ROOT, 'plugins', 'module_utils', name), pkg)
+        install_core(self.lib)
         self.config = os.path.join(self.base, 'etc', 'ip-masq-agent', 'config')
         os.makedirs(os.path.dirname(self.config))
         self.state = os.path.join(self.base, 'state', 'last-good-config')

@@ -19,7 +19,19 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROLE_PLAYBOOK = os.path.join(HERE, 'playbooks', 'resync_role.yml')
 UNITS_PLAYBOOK = os.path.join(HERE, 'playbooks', 'resync_units.yml')
 UNITS = ('ip-masq-agent.service', 'ip-masq-agent.timer', 'ip-masq-agent.path')
-LIB_FILES = ('_masq.py', '_masq_config.py', '_masq_resync.py')
+CORE = os.path.join(netlab.ROOT, 'plugins', 'module_utils', '_core')
+PKG = 'ansible_collections/ipmasq/agent/plugins/module_utils/_core'
+# What the resync imports: the modules the role must have installed (the
+# resync_code module installs every module of the package).
+RESYNC_NEEDS = ('resync', 'config', 'yamlsubset', 'golang', 'errors', 'fileio', 'iptables', 'iptables_save',
+                'policy', 'cidrs', 'ranges', 'runner', 'sync', 'lock')
+
+
+def install_core(lib):
+    """The core package as the resync_code module installs it (its installer, from the source tree)."""
+    from ansible_collections.ipmasq.agent.plugins.module_utils import _resync_code  # pylint: disable=import-outside-toplevel
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core.runner import make_run  # pylint: disable=import-outside-toplevel
+    _resync_code.install(str(lib), _resync_code.package_sources(), make_run(), '/usr/bin/python3')
 SYSTEMD_ANALYZE = shutil.which('systemd-analyze')
 
 
@@ -99,7 +111,7 @@ def test_units_render_and_pass_systemd_analyze_verify(tmp_path):
     argv, env = parsed_service(dump)
     assert env == {'PYTHONPATH': '/usr/local/lib/ipmasq-agent', 'LC_ALL': 'C'}
     assert argv == [
-        '/usr/bin/python3', '-S', '-B', '-m', 'ansible_collections.ipmasq.agent.plugins.module_utils._masq_resync',
+        '/usr/bin/python3', '-S', '-B', '-m', 'ansible_collections.ipmasq.agent.plugins.module_utils._core.resync',
         '--config', '/etc/ip-masq-agent/config', '--state-file', '/var/lib/ipmasq-agent/last-good-config',
         '--masq-chain', 'IP-MASQ-AGENT', '--jump-position', 'first', '--resync-interval', '1m30s',
         '--nomasq-all-reserved-ranges=false', '--enable-ipv6=true', '--random-fully=false',
@@ -130,10 +142,7 @@ def test_systemd_runs_the_command_line_the_unit_holds(node, tmp_path):
     """Render with awkward paths, let systemd parse the unit, run what it parsed."""
     base = tmp_path / 'odd dir %n $HOME'
     lib = base / 'lib'
-    pkg = lib / 'ansible_collections' / 'ipmasq' / 'agent' / 'plugins' / 'module_utils'
-    pkg.mkdir(parents=True)
-    for name in LIB_FILES:
-        shutil.copy(os.path.join(netlab.ROOT, 'plugins', 'module_utils', name), str(pkg))
+    install_core(lib)
     config = base / 'etc' / 'my "config"'
     config.parent.mkdir()
     config.write_text('nonMasqueradeCIDRs: [10.0.0.0/8, 192.168.0.0/16]\nmasqLinkLocal: true\n')
@@ -169,7 +178,7 @@ def role_vars(base, **extra):
         'ip_masq_config_path': os.path.join(base, 'etc/ip-masq-agent/config'),
         '__ip_masq_unit_dir': os.path.join(base, 'etc/systemd/system'),
         '__ip_masq_tmpfiles': os.path.join(base, 'etc/tmpfiles.d/ip-masq-agent.conf'),
-        '__ip_masq_xtables_lock': os.path.join(base, 'run/xtables.lock'),
+        '__ip_masq_lock_files': [os.path.join(base, 'run/xtables.lock'), os.path.join(base, 'run/ipmasq-agent.lock')],
         '__ip_masq_manage_services': False,
     }
     for directory in ('etc/systemd/system', 'etc/tmpfiles.d', 'run'):
@@ -180,7 +189,7 @@ def role_vars(base, **extra):
 
 def test_resync_tasks_install_idempotently_and_absent_removes_only_ours(tmp_path):
     values = role_vars(tmp_path)
-    pkg = os.path.join(values['ip_masq_lib_dir'], 'ansible_collections/ipmasq/agent/plugins/module_utils')
+    pkg = os.path.join(values['ip_masq_lib_dir'], PKG)
 
     rc, tasks = playbook(ROLE_PLAYBOOK, dict(values), check_mode=True)
     assert rc == 0, failed(tasks)
@@ -190,15 +199,19 @@ def test_resync_tasks_install_idempotently_and_absent_removes_only_ours(tmp_path
     rc, tasks = playbook(ROLE_PLAYBOOK, dict(values))
     assert rc == 0, failed(tasks)
     assert 'Install the resync service, timer and path unit' in changed(tasks)
-    for name in LIB_FILES:
-        with open(os.path.join(netlab.ROOT, 'plugins/module_utils', name)) as a, open(os.path.join(pkg, name)) as b:
-            assert a.read() == b.read()
+    installed = sorted(n for n in os.listdir(pkg) if n.endswith('.py'))
+    assert set(n + '.py' for n in RESYNC_NEEDS) <= set(installed)
+    for name in installed:
+        with open(os.path.join(CORE, name)) as a, open(os.path.join(pkg, name)) as b:
+            assert a.read() == b.read(), name
     assert sorted(f.split('.')[0] for f in os.listdir(os.path.join(pkg, '__pycache__'))) == sorted(
-        n[:-3] for n in LIB_FILES)
+        n[:-3] for n in installed)
     assert sorted(os.listdir(values['__ip_masq_unit_dir'])) == sorted(UNITS)
     with open(values['__ip_masq_tmpfiles']) as handle:
-        assert 'f %s 0600 root root -' % values['__ip_masq_xtables_lock'] in handle.read()
-    assert oct(os.stat(values['__ip_masq_xtables_lock']).st_mode & 0o777) == '0o600'
+        text = handle.read()
+    for lock in values['__ip_masq_lock_files']:
+        assert 'f %s 0600 root root -' % lock in text
+        assert oct(os.stat(lock).st_mode & 0o777) == '0o600'
     with open(os.path.join(values['__ip_masq_unit_dir'], 'ip-masq-agent.service')) as handle:
         assert '--config "%s"' % values['ip_masq_config_path'] in handle.read()
 
@@ -219,7 +232,8 @@ def test_resync_tasks_install_idempotently_and_absent_removes_only_ours(tmp_path
     assert os.listdir(values['__ip_masq_unit_dir']) == []
     assert not os.path.exists(values['__ip_masq_tmpfiles'])
     assert os.listdir(values['ip_masq_state_dir']) == ['backup']
-    assert os.path.exists(values['__ip_masq_xtables_lock']), 'the lock file is shared with other tools'
+    for lock in values['__ip_masq_lock_files']:
+        assert os.path.exists(lock), 'the lock files are shared with other runs and tools'
 
     rc, tasks = playbook(ROLE_PLAYBOOK, absent)
     assert rc == 0 and changed(tasks) == [], changed(tasks)

@@ -11,8 +11,10 @@ import os
 
 import pytest
 
-from ansible_collections.ipmasq.agent.plugins.module_utils import _masq
 from ansible_collections.ipmasq.agent.plugins.module_utils import _snat_audit as a
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import iptables
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'snat_audit_data')
 CHAIN = 'IP-MASQ-AGENT'
@@ -25,12 +27,12 @@ def data(name):
 
 
 def ours_save(family=4, chain=CHAIN, jump=True, **policy):
-    """Our chain as the masq_chain module writes it (rendered by _masq.Policy)."""
-    p = _masq.Policy(chain=chain, ipv6=family == 6, **policy)
+    """Our chain as the masq_chain module writes it (rendered by the iptables backend)."""
+    p = Policy(chain=chain, ipv6=family == 6, **policy)
     lines = ['*nat', ':POSTROUTING ACCEPT [0:0]', ':%s - [0:0]' % chain]
     if jump:
-        lines.append('-A POSTROUTING ' + p.jump_spec())
-    lines += p.chain_rules(family) + ['COMMIT', '']
+        lines.append('-A POSTROUTING ' + iptables.jump_spec(p.chain))
+    lines += iptables.chain_rules(p, family) + ['COMMIT', '']
     return '\n'.join(lines)
 
 
@@ -498,7 +500,7 @@ def test_nft_incompatible_iptables_nft_table_is_read_from_nft():
 
 
 def test_parse_nft_rejects_garbage():
-    with pytest.raises(_masq.MasqError) as e:
+    with pytest.raises(MasqError) as e:
         a.parse_nft('not json')
     assert 'not JSON' in e.value.msg
     assert a.parse_nft('{}') == {}
@@ -574,7 +576,7 @@ def test_allow_chain_matches_chains_on_the_path_but_not_the_base_chain():
     (['docker', {'owner': 'x'}, 5], 'allow[1].owner'),
 ])
 def test_bad_allow_entries(allow, fragment):
-    with pytest.raises(_masq.MasqError) as e:
+    with pytest.raises(MasqError) as e:
         a.parse_allow(allow)
     assert fragment in e.value.msg
 
@@ -585,11 +587,11 @@ def test_bad_allow_fails_before_any_command_runs():
     def run(argv, data=None):
         ran.append(argv)
         return 0, '', ''
-    with pytest.raises(_masq.MasqError):
+    with pytest.raises(MasqError):
         a.audit(run, lambda n: '/usr/sbin/' + n, allow=[{'owner': 'nobody'}])
-    with pytest.raises(_masq.MasqError):
+    with pytest.raises(MasqError):
         a.audit(run, lambda n: '/usr/sbin/' + n, chain='POSTROUTING')
-    with pytest.raises(_masq.MasqError):
+    with pytest.raises(MasqError):
         a.audit(run, lambda n: '/usr/sbin/' + n, include_nft='sometimes')
     assert ran == []
 
@@ -622,14 +624,14 @@ def test_read_only_allows_listings(argv):
 def test_read_only_refuses_everything_else(argv):
     calls = []
     guarded = a.read_only(lambda argv, data=None: calls.append(argv) or (0, '', ''))
-    with pytest.raises(_masq.MasqError) as e:
+    with pytest.raises(MasqError) as e:
         guarded(argv)
     assert 'refused' in e.value.msg and calls == []
 
 
 def test_read_only_refuses_stdin_data():
     guarded = a.read_only(lambda argv, data=None: (0, '', ''))
-    with pytest.raises(_masq.MasqError):
+    with pytest.raises(MasqError):
         guarded(['/usr/sbin/iptables-save', '-t', 'nat'], data='*nat\nCOMMIT\n')
 
 
@@ -688,10 +690,10 @@ def test_collect_reads_both_backends_when_both_hold_rules():
 
 def test_collect_without_any_tool_is_an_error_and_include_nft_always_needs_nft():
     node = FakeNode([], {})
-    with pytest.raises(_masq.MasqError) as e:
+    with pytest.raises(MasqError) as e:
         a.audit(node.run, node.find, proc_read=node.proc_read)
     assert 'nothing to audit' in e.value.msg
-    with pytest.raises(_masq.MasqError) as e:
+    with pytest.raises(MasqError) as e:
         a.audit(node.run, node.find, include_nft='always', proc_read=node.proc_read)
     assert 'include_nft=always' in e.value.msg
     assert node.calls == []

@@ -1,16 +1,34 @@
-"""The agent config file reader (module_utils/_masq_config.py) against every form
+"""The agent config file reader (module_utils/_core/config.py, yamlsubset.py and
+golang.py) against every form
 of the upstream config file: the seeds' JSON and YAML, capitalised keys, Go
 durations, missing, empty and invalid files, wrong types, unknown keys.  The
 expected values come from the upstream agent's behaviour (Go's time package,
 encoding/json and go-yaml v2), not from the code under test."""
 import os
+import types
 
 import pytest
 import yaml
 from hypothesis import given, settings, strategies as st
 
-from ansible_collections.ipmasq.agent.plugins.module_utils import _masq_config as c
-from ansible_collections.ipmasq.agent.plugins.module_utils._masq import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import config, errors, golang, yamlsubset
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+
+
+def _load_config(path):
+    """What a resync cycle does with the file: missing means the defaults."""
+    text = config.read_config(path)
+    if text is None:
+        return config.defaults(), [], None
+    settings, warnings = config.parse_config(text)
+    return settings, warnings, text
+
+
+c = types.SimpleNamespace(
+    ConfigError=errors.ConfigError, MAX_CONFIG_BYTES=config.MAX_CONFIG_BYTES, Pairs=yamlsubset.Pairs,
+    format_go_duration=golang.format_duration, load_config=_load_config, load_yaml=yamlsubset.load_yaml,
+    parse_config=config.parse_config, parse_go_duration=golang.parse_duration,
+    parse_go_duration_ns=golang.parse_duration_ns, render_config=config.render_config)
 
 DEFAULTS = {
     'nonmasquerade_cidrs': ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16'],

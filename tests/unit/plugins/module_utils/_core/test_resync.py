@@ -1,4 +1,4 @@
-"""The resync entry point's command line and logging (module_utils/_masq_resync.py).
+"""The resync entry point's command line and logging (module_utils/_core/resync.py).
 Its cycles against real iptables are in tests/integration/test_resync.py."""
 import io
 import os
@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from ansible_collections.ipmasq.agent.plugins.module_utils import _masq_resync as r
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+from ansible_collections.ipmasq.agent.plugins.module_utils import _resync_code
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import resync as r
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.runner import make_run
 
 
 def test_defaults_mirror_upstream_and_the_role():
@@ -116,12 +116,15 @@ def test_run_is_bounded_in_time():
     assert rc == 124 and 'did not finish within 1 seconds' in err
 
 
-def test_the_entry_point_runs_from_the_three_files_alone(tmp_path):
-    """python3 -m with PYTHONPATH on a tree holding only what the role installs."""
-    pkg = tmp_path / 'ansible_collections' / 'ipmasq' / 'agent' / 'plugins' / 'module_utils'
-    pkg.mkdir(parents=True)
-    for name in ('_masq.py', '_masq_config.py', '_masq_resync.py'):
-        (pkg / name).write_text(open(os.path.join(ROOT, 'plugins', 'module_utils', name)).read())
+def test_the_entry_point_runs_from_the_installed_package_alone(tmp_path):
+    """python3 -m with PYTHONPATH on a tree holding only what the role installs
+    (the core package, put there by the resync_code module's installer)."""
+    written, removed = _resync_code.install(str(tmp_path), _resync_code.package_sources(), make_run(),
+                                            '/usr/bin/python3')
+    assert 'resync.py' in written and removed == []
+    assert sorted(os.listdir(str(tmp_path))) == ['ansible_collections']
+    assert _resync_code.install(str(tmp_path), _resync_code.package_sources(), make_run(),
+                                '/usr/bin/python3') == ([], [])
     proc = subprocess.run(['/usr/bin/python3', '-S', '-B', '-m', r.__name__, '--help'], capture_output=True, text=True,
                           env={'PYTHONPATH': str(tmp_path), 'PATH': '/usr/bin:/bin'}, timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr

@@ -6,20 +6,21 @@
 # NOTE: private to the ipmasq.agent collection; not a public API.
 """The node-side resync: one cycle of the Kubernetes ip-masq-agent, run by systemd.
 
-The role installs this file with ``_masq.py`` and ``_masq_config.py`` under
+The role installs the collection's core package (this folder) under
 ``ip_masq_lib_dir`` and runs it from ``ip-masq-agent.service``, which a timer
 starts at boot and every resync interval and a path unit starts whenever the
 config file changes::
 
-    PYTHONPATH=/usr/local/lib/ipmasq-agent python3 -m \\
-        ansible_collections.ipmasq.agent.plugins.module_utils._masq_resync \\
+    PYTHONPATH=/usr/local/lib/ipmasq-agent python3 -S -B -m \\
+        ansible_collections.ipmasq.agent.plugins.module_utils._core.resync \\
         --config /etc/ip-masq-agent/config --enable-ipv6
 
 One cycle reads the config file as the upstream agent does (a missing file
 means the defaults; an invalid one is refused, the last good configuration is
 enforced instead and the exit code is 2), then calls the collection's one
-implementation of the rules (``_masq.sync``): one ``iptables-save`` per
-family, and an ``iptables-restore --noflush`` only when something drifted.
+implementation of the rules (``sync.sync`` with the iptables backend), under
+the writers' lock: one ``iptables-save`` per family, and an
+``iptables-restore --noflush`` only when something drifted.
 Nothing is written and nothing is logged when nothing drifted; every repair
 is logged with a journald priority prefix (``<4>`` warning, ``<5>`` notice).
 
@@ -41,24 +42,29 @@ __metaclass__ = type
 import os
 import sys
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._masq import (
-    DEFAULT_CHAIN,
-    MasqError,
-    Policy,
-    parse_to_ports,
-    sync,
-    validate_chain_name,
-)
-from ansible_collections.ipmasq.agent.plugins.module_utils._masq_config import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.config import (
     DEFAULT_CONFIG_PATH,
-    ConfigError,
     defaults,
-    format_go_duration,
     parse_config,
-    parse_go_duration_ns,
     read_config,
     render_config,
 )
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import ConfigError, MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import atomic_write
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.golang import (
+    format_duration,
+    parse_bool,
+    parse_duration_ns,
+)
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import (
+    DEFAULT_CHAIN,
+    Policy,
+    parse_to_ports,
+    validate_chain_name,
+)
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.runner import find, make_run
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import sync
 
 PROG = 'ip-masq-agent'
 DEFAULT_STATE_FILE = '/var/lib/ipmasq-agent/last-good-config'
@@ -66,11 +72,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_CONFIG = 2
 EXIT_USAGE = 64
-COMMAND_TIMEOUT = 90          # iptables-restore waits up to 30 s for the xtables lock
-TOOL_DIRS = ('/usr/sbin', '/sbin', '/usr/bin', '/bin')
 PRIORITY = {'err': 3, 'warning': 4, 'notice': 5, 'info': 6, 'debug': 7}
-_GO_TRUE = ('1', 't', 'T', 'true', 'TRUE', 'True')
-_GO_FALSE = ('0', 'f', 'F', 'false', 'FALSE', 'False')
 
 
 class UsageError(MasqError):
@@ -111,41 +113,6 @@ class Log:
 
 
 # --------------------------------------------------------------------------
-# Running the node's tools (no shell; LC_ALL=C; bounded in time)
-# --------------------------------------------------------------------------
-
-def make_run(timeout=COMMAND_TIMEOUT):
-    import subprocess  # pylint: disable=import-outside-toplevel
-
-    env = dict(os.environ)
-    env.update({'LC_ALL': 'C', 'LANG': 'C'})
-
-    def run(argv, data=None):
-        try:
-            proc = subprocess.run(argv, input=data, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  universal_newlines=True, env=env, timeout=timeout, check=False)
-        except subprocess.TimeoutExpired:
-            return 124, '', '%s did not finish within %d seconds' % (argv[0], timeout)
-        except (IOError, OSError) as e:
-            return 127, '', '%s: %s' % (argv[0], getattr(e, 'strerror', None) or e)
-        return proc.returncode, proc.stdout, proc.stderr
-
-    return run
-
-
-def find(name):
-    """The tool on $PATH, then in the sbin directories (systemd's PATH has them)."""
-    dirs = os.environ.get('PATH', '').split(os.pathsep) + list(TOOL_DIRS)
-    for directory in dirs:
-        if not directory:
-            continue
-        candidate = os.path.join(directory, name)
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
-    return None
-
-
-# --------------------------------------------------------------------------
 # The state file: a verbatim copy of the last config file that was good and
 # applied (empty when the defaults applied because there was no file)
 # --------------------------------------------------------------------------
@@ -166,23 +133,7 @@ def read_state(path, log):
 
 def write_state(path, text):
     """Replace the state file atomically (write, fsync, rename)."""
-    directory = os.path.dirname(path) or '.'
-    if not os.path.isdir(directory):
-        os.makedirs(directory, 0o700)
-    tmp = os.path.join(directory, '.%s.%d.tmp' % (os.path.basename(path), os.getpid()))
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with os.fdopen(fd, 'wb') as handle:
-            handle.write(text.encode('utf-8'))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.rename(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    atomic_write(path, text, 0o600)
 
 
 def _saved(path):
@@ -218,7 +169,7 @@ def check_flags(opts):
     try:
         validate_chain_name(opts.masq_chain)
         parse_to_ports(opts.to_ports)
-        if opts.resync_interval is not None and parse_go_duration_ns(opts.resync_interval) <= 0:
+        if opts.resync_interval is not None and parse_duration_ns(opts.resync_interval) <= 0:
             raise MasqError('--resync-interval %s is not a positive duration.' % opts.resync_interval)
     except MasqError as e:
         raise UsageError(e.msg)
@@ -281,13 +232,13 @@ def cycle(opts, log):
         for warning in warnings:
             log('warning', '%s: %s' % (opts.config, warning))
         if opts.resync_interval is not None and text is not None:
-            timer = format_go_duration(parse_go_duration_ns(opts.resync_interval))
+            timer = format_duration(parse_duration_ns(opts.resync_interval))
             if timer != settings['resync_interval']:
                 log('warning', '%s: resyncInterval is %s but this service runs every %s (the timer the role '
                     'writes from ip_masq_resync_interval); the file does not change the timer.'
                     % (opts.config, settings['resync_interval'], timer))
 
-    result = sync(policy, state='present', run=make_run(), find=find, check_mode=opts.check)
+    result = sync(policy, IptablesBackend(make_run(), find), check_mode=opts.check)
 
     if result['actions']:
         if opts.check:
@@ -394,10 +345,9 @@ class _BadUsage(Exception):
 
 def _go_bool(flag, text):
     """Go's strconv.ParseBool, as the upstream agent's boolean flags take it."""
-    if text in _GO_TRUE:
-        return True
-    if text in _GO_FALSE:
-        return False
+    value = parse_bool(text)
+    if value is not None:
+        return value
     raise _BadUsage('invalid boolean value %r for %s (use true or false)' % (text, flag))
 
 

@@ -1,17 +1,47 @@
-"""Unit tests of module_utils/_daemon_opts.py: systemd unit and environment
+"""Unit tests of module_utils/_daemons: systemd unit and environment
 file parsing, Go-flag search, byte-preserving edits, daemon.json as text, the
 selection of Docker's and flannel's rules, and backups/restore on files in a
 temporary root.  The modules themselves, on realistic trees and real
 iptables, are tested in tests/integration/test_docker_flannel_kubelet.py."""
 import json
 import os
+import types
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.ipmasq.agent.plugins.module_utils import _daemon_opts as d
-from ansible_collections.ipmasq.agent.plugins.module_utils._masq import MasqError
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import parse_save
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import (
+    backups, daemon_json, docker, envfile, files, flannel, goflags, kubelet, systemd, words,
+)
+
+d = types.SimpleNamespace()
+for _module in (words, envfile, systemd, goflags, daemon_json, files, backups, docker, flannel, kubelet):
+    for _name in dir(_module):
+        if not _name.startswith('_'):
+            setattr(d, _name, getattr(_module, _name))
+
+
+def module_writer():
+    """A real AnsibleModule's atomic_move and backup_local, as the modules use them."""
+    with patch_module_args({}):
+        return files.Writer(AnsibleModule(argument_spec={}, supports_check_mode=True))
+
+
+def _with_writer(fn):
+    def call(params, run, find, check_mode=False):
+        return fn(params, run, find, module_writer(), check_mode=check_mode)
+    return call
+
+
+d.docker_sync = _with_writer(docker.docker_sync)
+d.flannel_sync = _with_writer(flannel.flannel_sync)
+d.kubelet_sync = _with_writer(kubelet.kubelet_sync)
 
 
 def put(root, path, text, mode=0o644):
@@ -349,26 +379,30 @@ COMMIT
 '''
 
 
+def lines(rules):
+    return [r.line for r in rules]
+
+
 def test_docker_bridge_rules_exact_shapes_only():
-    chains, rules = d.nat_table(SAVE)
-    assert chains == ['PREROUTING', 'POSTROUTING', 'DOCKER', 'FLANNEL-POSTRTG']
+    table = parse_save(SAVE)
+    assert list(table.chains) == ['PREROUTING', 'POSTROUTING', 'DOCKER', 'FLANNEL-POSTRTG']
     want = ['-A POSTROUTING -s 172.17.0.0/16 ! -o docker0 -j MASQUERADE',
             '-A POSTROUTING -o docker0 -m addrtype --src-type LOCAL -j MASQUERADE']
-    assert d.docker_bridge_rules(rules, 'docker0', None) == want
+    assert lines(d.docker_bridge_rules(table, 'docker0', None)) == want
     import ipaddress
-    assert d.docker_bridge_rules(rules, 'docker0', [ipaddress.ip_network('172.17.0.0/16')]) == want
-    assert d.docker_bridge_rules(rules, 'docker0', [ipaddress.ip_network('172.18.0.0/16')]) == want[1:]
-    assert d.docker_bridge_rules(rules, 'br0', None) == []
+    assert lines(d.docker_bridge_rules(table, 'docker0', [ipaddress.ip_network('172.17.0.0/16')])) == want
+    assert lines(d.docker_bridge_rules(table, 'docker0', [ipaddress.ip_network('172.18.0.0/16')])) == want[1:]
+    assert d.docker_bridge_rules(table, 'br0', None) == []
 
 
 def test_flannel_rules_and_foreign_jump():
-    chains, rules = d.nat_table(SAVE)
-    got, drop = d.flannel_rules(chains, rules, 4)
-    assert got == ['-A POSTROUTING -m comment --comment "flanneld masq" -j FLANNEL-POSTRTG',
+    table = parse_save(SAVE)
+    got, drop = d.flannel_rules(table, 4)
+    assert lines(got) == ['-A POSTROUTING -m comment --comment "flanneld masq" -j FLANNEL-POSTRTG',
                    '-A POSTROUTING -s 10.244.0.0/16 -d 10.244.0.0/16 -m comment --comment "flanneld masq" -j RETURN']
     assert drop == ['FLANNEL-POSTRTG']
     with pytest.raises(MasqError) as e:
-        d.flannel_rules(chains + ['MINE'], rules + ['-A MINE -j FLANNEL-POSTRTG'], 4)
+        d.flannel_rules(parse_save(SAVE.replace('COMMIT', ':MINE - [0:0]\n-A MINE -j FLANNEL-POSTRTG\nCOMMIT')), 4)
     assert '-A MINE -j FLANNEL-POSTRTG' in e.value.msg
 
 

@@ -1,0 +1,160 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, ipmasq.agent contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# NOTE: private to the ipmasq.agent collection; not a public API.
+"""The non-masquerade CIDR list, validated on the node.
+
+A canonical IPv4 CIDR (the form nearly every list is written in) is checked
+without ``ipaddress``; anything else goes through ``ipaddress``, imported only
+then, so that its messages are the ones users see and a resync cycle whose
+list is plain IPv4 never pays for the import.
+
+Standard library only: this file runs on managed nodes.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.ranges import (
+    DEFAULT_NONMASQ_CIDRS,
+    RESERVED_RANGES,
+)
+
+DEFAULT_CIDR_LIMIT = 64
+
+# Every canonical IPv4 octet text ('0' .. '255') and prefix length text
+# ('0' .. '32'), for the fast path below.
+_OCTETS = dict((str(i), i) for i in range(256))
+_PREFIXES4 = dict((str(i), i) for i in range(33))
+
+
+def canonical_ipv4_cidr(text):
+    """Return ``text`` if it is an aligned IPv4 CIDR already written the way
+    ipaddress prints it ('10.0.0.0/8'), else None.
+
+    Anything that is not in canonical form (leading zeros, signs, spaces,
+    non-ASCII digits, host bits set, IPv6, errors) is not in the tables and
+    returns None; the caller then asks ipaddress, so results and error
+    messages stay exactly ipaddress's.
+    """
+    addr, _slash, prefix = text.partition('/')
+    plen = _PREFIXES4.get(prefix)
+    octets = addr.split('.')
+    if plen is None or len(octets) != 4:
+        return None
+    value = 0
+    for octet in octets:
+        number = _OCTETS.get(octet)
+        if number is None:
+            return None
+        value = (value << 8) | number
+    if value & ((1 << (32 - plen)) - 1):
+        return None
+    return text
+
+
+def parse_network(raw, text, ipv6, errors):
+    """One entry through ipaddress: the network, or None after appending the
+    sentence that says what is wrong with it."""
+    import ipaddress  # pylint: disable=import-outside-toplevel
+
+    if '/' not in text:
+        try:
+            addr = ipaddress.ip_address(text)
+        except ValueError:
+            errors.append('%r is not a CIDR' % (raw,))
+        else:
+            errors.append('%r is an address, not a CIDR (write %s/%d for this host alone)'
+                          % (raw, addr, addr.max_prefixlen))
+        return None
+    try:
+        net = ipaddress.ip_network(text, strict=True)
+    except ValueError:
+        try:
+            loose = ipaddress.ip_network(text, strict=False)
+        except ValueError:
+            errors.append('%r is not a CIDR' % (raw,))
+        else:
+            errors.append('%r is not aligned to a CIDR block: it has host bits set '
+                          '(did you mean %s?)' % (raw, loose))
+        return None
+    if net.version == 6 and not ipv6:
+        errors.append('%r is an IPv6 CIDR but ipv6 is not enabled (set ipv6: true)' % (raw,))
+        return None
+    return net
+
+
+def canonical_text(net):
+    """A network as iptables-save prints it.  For IPv6 that is the C
+    library's inet_ntop form, which writes IPv4-mapped and -compatible
+    addresses with a dotted quad (``::ffff:0.0.0.0/96``) where Python's
+    ipaddress does not (``::ffff:0:0/96``); a different text would read as
+    drift on every run."""
+    if net.version == 6:
+        import socket  # pylint: disable=import-outside-toplevel
+
+        return '%s/%d' % (socket.inet_ntop(socket.AF_INET6, net.network_address.packed), net.prefixlen)
+    return str(net)
+
+
+def parse_cidrs(cidrs, ipv6=False, cidr_limit=DEFAULT_CIDR_LIMIT, reserved=False):
+    """Validate the non-masquerade list.
+
+    Returns ``(by_family, warnings)`` where ``by_family`` maps 4 and 6 to the
+    list of canonical CIDR strings, order kept, exact duplicates dropped (with
+    a warning).  Raises MasqError naming every bad entry at once.
+    """
+    if cidrs is None:
+        cidrs = list(DEFAULT_NONMASQ_CIDRS)
+    if not isinstance(cidrs, (list, tuple)):
+        raise MasqError('nonmasquerade_cidrs must be a list of CIDR strings, got %r.' % (cidrs,))
+    entries = list(cidrs)
+    if reserved:
+        entries.extend(RESERVED_RANGES)
+    errors = []
+    warnings = []
+    by_family = {4: [], 6: []}
+    seen = set()
+    for raw in entries:
+        if not isinstance(raw, str):
+            errors.append('%r is not a string' % (raw,))
+            continue
+        text = raw.strip()
+        if not text:
+            errors.append('an empty entry')
+            continue
+        canon, version = canonical_ipv4_cidr(text), 4
+        if canon is None:
+            net = parse_network(raw, text, ipv6, errors)
+            if net is None:
+                continue
+            canon, version = canonical_text(net), net.version
+        if canon in seen:
+            if not (reserved and canon in RESERVED_RANGES):
+                warnings.append('nonmasquerade_cidrs lists %s more than once; one rule is written.' % canon)
+            continue
+        seen.add(canon)
+        by_family[version].append(canon)
+    if errors:
+        raise MasqError('nonmasquerade_cidrs: %d bad entr%s: %s. Nothing was changed.'
+                        % (len(errors), 'y' if len(errors) == 1 else 'ies', '; '.join(errors)))
+    count = len(by_family[4]) + len(by_family[6])
+    if cidr_limit is not None and count > cidr_limit:
+        raise MasqError('nonmasquerade_cidrs: %d CIDRs (excluding link-local) is over cidr_limit %d; '
+                        'aggregate the list or raise cidr_limit. Nothing was changed.'
+                        % (count, cidr_limit))
+    return by_family, warnings
+
+
+def normal_text(text):
+    """A valid CIDR as ipaddress writes it (the form the config file is
+    rendered in)."""
+    if canonical_ipv4_cidr(text) is not None:
+        return text
+    import ipaddress  # pylint: disable=import-outside-toplevel
+
+    return str(ipaddress.ip_network(text))

@@ -1,0 +1,477 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, ipmasq.agent contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# NOTE: private to the ipmasq.agent collection; not a public API.
+"""The iptables backend: the policy as the nat chain IP-MASQ-AGENT and its
+POSTROUTING jump, exactly as the Kubernetes ip-masq-agent writes them.
+
+* render: the chain's rules and the jump, as iptables-save prints them (the
+  form the Kubernetes docs show, so ``iptables -t nat -L`` matches them);
+* read: one ``iptables-save -t nat`` per family (``iptables_save.py`` reads it);
+* plan: what to change, per family, so that the chain equals the policy and
+  exactly one correct jump leads to it;
+* apply: one ``iptables-restore --noflush`` transaction per family (the one
+  place that frames ``*nat`` ... ``COMMIT``).
+
+Works with both iptables backends (nf_tables and legacy), whichever the
+node's tools are.  ``sync.sync`` runs read -> plan -> apply under the
+writers' lock.
+
+Standard library only: this file runs on managed nodes.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import (
+    parse_save,
+    parse_version,
+    split_rule,
+)
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import (
+    FAMILIES,
+    port_text,
+    validate_chain_name,
+)
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.ranges import CATCH_ALL
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import Plan, Step
+
+RESTORE_WAIT_SECONDS = 30
+MASQ_PROTOCOLS = ('tcp', 'udp', 'sctp')
+RANDOM_FULLY_SINCE = (1, 6, 2)
+TOOLS = {
+    4: ('iptables', 'iptables-save', 'iptables-restore'),
+    6: ('ip6tables', 'ip6tables-save', 'ip6tables-restore'),
+}
+
+# The rule comments as the Kubernetes docs (and our users' eyes) know them.
+OUR_COMMENT_PREFIX = 'ip-masq-agent:'
+COMMENT_RETURN = 'ip-masq-agent: cluster-local traffic should not be subject to MASQUERADE'
+COMMENT_MASQ = ('ip-masq-agent: outbound traffic should be subject to MASQUERADE '
+                '(this match must come after cluster-local CIDR matches)')
+COMMENT_JUMP = ('ip-masq-agent: ensure nat POSTROUTING directs all non-LOCAL destination '
+                'traffic to our custom %s chain')
+NOT_LOCAL = '-m addrtype ! --dst-type LOCAL'
+
+
+def payload(lines):
+    """The ``iptables-restore --noflush`` input for restore lines of the nat table."""
+    return '*nat\n' + '\n'.join(lines) + '\nCOMMIT\n'
+
+
+def removal_lines(rules, chains=()):
+    """Restore lines (under ``--noflush``) that delete the given rules
+    (``iptables_save.Rule``) and then flush and delete the given chains."""
+    lines = [rule.deletion() for rule in rules]
+    for chain in chains:
+        lines.extend((':%s - [0:0]' % chain, '-X %s' % chain))
+    return lines
+
+
+# --------------------------------------------------------------------------
+# Rendering
+# --------------------------------------------------------------------------
+
+def probability_text(probability):
+    """A probability as iptables-save prints it after the kernel's
+    fixed-point rounding (u32 = lround(p * 2^31), printed with 11 decimals)."""
+    fixed = int(probability * 0x80000000 + 0.5)
+    return '%.11f' % (fixed / 0x80000000)
+
+
+def jump_spec(chain):
+    """The POSTROUTING jump, without the leading ``-A POSTROUTING``."""
+    return '-m comment --comment "%s" %s -j %s' % (COMMENT_JUMP % chain, NOT_LOCAL, chain)
+
+
+def _masq_specs(policy):
+    tail = ' --random-fully' if policy.random_fully else ''
+    masq = '-m comment --comment "%s" %s' % (COMMENT_MASQ, NOT_LOCAL)
+    specs = []
+    if policy.port_ranges:
+        # One rule per protocol and range; a range is picked with the
+        # probability of its share of the ports still left to pick from.
+        sizes = [high - low + 1 for low, high in policy.port_ranges]
+        for proto in MASQ_PROTOCOLS:
+            remaining = sum(sizes)
+            for (low, high), size in zip(policy.port_ranges, sizes):
+                stat = ''
+                if size != remaining:
+                    stat = ' -m statistic --mode random --probability %s' % probability_text(size / remaining)
+                specs.append('-p %s %s%s -j MASQUERADE --to-ports %s%s'
+                             % (proto, masq, stat, port_text(low, high), tail))
+                remaining -= size
+    specs.append('%s -j MASQUERADE%s' % (masq, tail))
+    return specs
+
+
+def chain_rules(policy, family):
+    """The chain's rules for one family, as iptables-save prints them
+    (which writes no ``-d`` for 0.0.0.0/0 or ::/0)."""
+    prefix = '-A %s ' % policy.chain
+    ret = '-m comment --comment "%s" %s -j RETURN' % (COMMENT_RETURN, NOT_LOCAL)
+    rules = [prefix + ret if cidr == CATCH_ALL[family] else prefix + '-d ' + cidr + ' ' + ret
+             for cidr in policy.kept(family)]
+    rules.extend(prefix + spec for spec in _masq_specs(policy))
+    return rules
+
+
+def same_rule(current, desired):
+    if current == desired:
+        return True
+    try:
+        return split_rule(current) == split_rule(desired)
+    except ValueError:
+        return False
+
+
+def same_rules(current, desired):
+    if len(current) != len(desired):
+        return False
+    return all(same_rule(c, d) for c, d in zip(current, desired))
+
+
+# --------------------------------------------------------------------------
+# The node's tools
+# --------------------------------------------------------------------------
+
+def missing_tools(family):
+    return ('%s and %s were not found on the node; install the iptables package.' % TOOLS[family][1:])
+
+
+class Tools:
+    """The node's iptables tools for one family.
+
+    ``run(argv, data=None) -> (rc, stdout, stderr)`` runs an argv list (no
+    shell); ``find(name) -> path or None`` finds a tool.  ``commands`` lists
+    what was (or, for a restore in check mode, would be) run.
+    """
+
+    def __init__(self, family, run, find):
+        self.family = family
+        self._run = run
+        self.iptables, self.save_bin, self.restore_bin = (find(n) for n in TOOLS[family])
+        self.available = bool(self.save_bin and self.restore_bin)
+        self.commands = []
+
+    def _cmd(self, argv, data=None):
+        rc, out, err = self._run(argv, data)
+        if rc != 0:
+            raise MasqError('%s failed (rc=%d): %s' % (' '.join(argv), rc, (err or out).strip() or
+                                                       'no message (the tool crashed?)'),
+                            cmd=' '.join(argv), rc=rc, stdout=out, stderr=err)
+        return out
+
+    def save_text(self):
+        """The raw ``iptables-save -t nat`` output."""
+        argv = [self.save_bin, '-t', 'nat']
+        self.commands.append(' '.join(argv))
+        return self._cmd(argv)
+
+    def read(self):
+        """The nat table, its backend and version filled in."""
+        table = parse_save(self.save_text())
+        if table.backend is None and self.iptables:
+            # An empty legacy nat table prints no header: ask the tool itself.
+            argv = [self.iptables, '--version']
+            self.commands.append(' '.join(argv))
+            out = self._cmd(argv)
+            table.version = parse_version(out)
+            table.backend = 'nf_tables' if 'nf_tables' in out else 'legacy'
+        return table
+
+    def restore_argv(self):
+        return [self.restore_bin, '--wait=%d' % RESTORE_WAIT_SECONDS, '--noflush']
+
+    def restore(self, lines):
+        self._cmd(self.restore_argv(), data=payload(lines))
+
+
+def tools_for(run, find, families=FAMILIES):
+    return dict((family, Tools(family, run, find)) for family in families)
+
+
+# --------------------------------------------------------------------------
+# Planning, per family
+# --------------------------------------------------------------------------
+
+class FamilyPlan:
+    """What one family holds and what changes in it."""
+
+    def __init__(self, family, table, chain, managed):
+        self.family = family
+        self.table = table
+        self.chain = chain
+        self.managed = managed
+        self.jumps = table.jumps_to(chain, 'POSTROUTING') if table is not None else []
+        self.chain_exists = table is not None and chain in table.chains
+        self.rules = [r.line for r in table.rules(chain)] if self.chain_exists else []
+        self.lines = []             # restore lines, without *nat / COMMIT
+        self.actions = []           # what is done, in words
+        self.after_rules = []
+        self.after_jump = None
+        self.note = None
+
+    @property
+    def changed(self):
+        return bool(self.lines)
+
+    def ours(self):
+        """Whether the chain is ours to rewrite or delete: it is empty, or one
+        of its rules or of the POSTROUTING jumps to it carries our comment."""
+        if not self.rules:
+            return True
+        rules = self.table.rules(self.chain) + self.jumps
+        return any((r.comment or '').startswith(OUR_COMMENT_PREFIX) for r in rules)
+
+    def refuse_foreign(self, adopt, what):
+        if adopt or self.ours():
+            return
+        raise MasqError('chain %s (IPv%d) already exists and is not ours: none of its %d rule%s carries an '
+                        '"ip-masq-agent:" comment (first: %s). ipmasq.agent will not %s a chain it never wrote. '
+                        'Choose another chain name, or set adopt_chain=true (role: ip_masq_adopt_chain) to take it '
+                        'over. Nothing was changed.'
+                        % (self.chain, self.family, len(self.rules), '' if len(self.rules) == 1 else 's',
+                           self.rules[0], what))
+
+
+def plan_present(family, table, policy, adopt=False):
+    plan = FamilyPlan(family, table, policy.chain, True)
+    plan.refuse_foreign(adopt, 'flush and take over')
+    chain = policy.chain
+    desired = chain_rules(policy, family)
+    jump = jump_spec(chain)
+    jump_line = '-A POSTROUTING ' + jump
+    plan.after_rules = desired
+    plan.after_jump = jump_line
+
+    postrouting = table.rules('POSTROUTING')
+    chain_ok = plan.chain_exists and same_rules(plan.rules, desired)
+    good = [r for r in plan.jumps if same_rule(r.line, jump_line)]
+    bad = [r for r in plan.jumps if not same_rule(r.line, jump_line)]
+    if policy.jump_position == 'first':
+        jump_ok = len(plan.jumps) == 1 and bool(good) and postrouting[0] is good[0]
+    else:
+        jump_ok = len(plan.jumps) == 1 and bool(good)
+
+    lines = []
+    if not chain_ok:
+        # Under --noflush, a chain line creates the chain or flushes it, in
+        # the same transaction as the rules that refill it.
+        lines.append(':%s - [0:0]' % chain)
+        lines.extend(desired)
+        if not plan.chain_exists:
+            plan.actions.append('create chain %s' % chain)
+        else:
+            plan.actions.append('rewrite chain %s (%d rules -> %d rules)' % (chain, len(plan.rules), len(desired)))
+    if not jump_ok:
+        keep_one = policy.jump_position == 'append' and good
+        drop = bad + (good[:-1] if keep_one else good)
+        lines.extend(rule.deletion() for rule in drop)
+        if bad:
+            plan.actions.append('remove %d wrong POSTROUTING jump(s) to %s' % (len(bad), chain))
+        if keep_one and len(good) > 1:
+            plan.actions.append('remove %d duplicate POSTROUTING jump(s) to %s' % (len(good) - 1, chain))
+        if not keep_one:
+            if policy.jump_position == 'first':
+                lines.append('-I POSTROUTING 1 ' + jump)
+                verb = 'move' if plan.jumps else 'insert'
+                plan.actions.append('%s the POSTROUTING jump to %s at position 1' % (verb, chain))
+            else:
+                lines.append(jump_line)
+                plan.actions.append('append the POSTROUTING jump to %s' % chain)
+    plan.lines = lines
+    return plan
+
+
+def plan_absent(family, table, chain, adopt=False, strict=True):
+    """Remove the jumps and the chain.  A chain that is not ours is an error
+    (``strict``: state=absent), or is left alone with a note (the IPv6 side of
+    a run that does not manage IPv6)."""
+    plan = FamilyPlan(family, table, chain, False)
+    if plan.chain_exists and not adopt and not plan.ours():
+        if not strict:
+            plan.note = 'chain %s exists but is not ours; left alone.' % chain
+            return plan
+        plan.refuse_foreign(adopt, 'delete')
+    foreign = [r.line for r in table.jumps_to(chain) if r.chain != 'POSTROUTING']
+    if foreign:
+        raise MasqError('cannot remove chain %s (IPv%d): rules outside POSTROUTING jump to it and '
+                        'are not ours to delete: %s. Remove them first. Nothing was changed.'
+                        % (chain, family, '; '.join(foreign)))
+    if plan.jumps:
+        plan.actions.append('remove %d POSTROUTING jump(s) to %s' % (len(plan.jumps), chain))
+    if plan.chain_exists:
+        plan.actions.append('delete chain %s' % chain)
+    plan.lines = removal_lines(plan.jumps, [chain] if plan.chain_exists else [])
+    return plan
+
+
+# --------------------------------------------------------------------------
+# The backend
+# --------------------------------------------------------------------------
+
+class Reading:
+    """What one run read: the nat table of each family it could read."""
+
+    def __init__(self, tools):
+        self.tools = tools
+        self.tables = {}        # family -> NatTable
+        self.notes = {}         # family -> why it was not read
+        self.plans = {}         # family -> FamilyPlan, filled by plan()
+
+
+class IptablesBackend:
+    """The policy in iptables; see the module docstring."""
+
+    name = 'iptables'
+
+    def __init__(self, run, find):
+        self.tools = tools_for(run, find)
+
+    def read(self, policy, chain=None):
+        """One ``iptables-save -t nat`` per family.  A family the policy
+        manages must be readable whole; IPv6 when not managed is read to
+        remove an IPv6 chain of ours left by an earlier run, and skipped
+        when the kernel has no IPv6 nat table."""
+        managed = policy.families() if policy is not None else ()
+        reading = Reading(self.tools)
+        for family in FAMILIES:
+            tools = self.tools[family]
+            want = family in managed
+            if not tools.available:
+                if want:
+                    raise MasqError(missing_tools(family))
+                reading.notes[family] = missing_tools(family)
+                continue
+            try:
+                table = tools.read()
+            except MasqError:
+                if want or family == 4:
+                    raise
+                reading.notes[family] = 'ip6tables-save could not read the nat table; skipped.'
+                continue
+            if want or family == 4:
+                table.check(family, TOOLS[family][1])
+            elif table.incomplete or table.problems:
+                reading.notes[family] = ('%s could not show the whole IPv6 nat table; skipped (IPv6 is not '
+                                         'managed here).' % TOOLS[family][1])
+                continue
+            reading.tables[family] = table
+        return reading
+
+    def plan(self, reading, policy, chain=None, adopt=False):
+        chain = policy.chain if policy is not None else validate_chain_name(chain)
+        managed = policy.families() if policy is not None else ()
+        for family, table in sorted(reading.tables.items()):
+            if family in managed:
+                if policy.random_fully and table.version and table.version < RANDOM_FULLY_SINCE:
+                    raise MasqError('random_fully: the installed %s (v%s) does not support --random-fully '
+                                    '(needs 1.6.2 or later). Nothing was changed.'
+                                    % (TOOLS[family][0], '.'.join(str(x) for x in table.version)))
+                reading.plans[family] = plan_present(family, table, policy, adopt)
+            else:
+                reading.plans[family] = plan_absent(family, table, chain, adopt, strict=policy is None)
+        steps = []
+        for family, fam in sorted(reading.plans.items()):
+            if fam.changed:
+                tools = self.tools[family]
+                tools.commands.append(' '.join(tools.restore_argv()))
+                steps.append(Step('IPv%d' % family, fam.actions,
+                                  lambda tools=tools, lines=fam.lines: tools.restore(lines)))
+        return Plan(steps)
+
+    def result(self, reading, plan, policy, state):
+        """The ``masq_chain`` module's result."""
+        chain = next((p.chain for p in reading.plans.values()), policy.chain if policy is not None else None)
+        result = {'changed': plan.changed, 'chain': chain, 'state': state, 'backend': None,
+                  'iptables_version': None, 'commands': [], 'actions': plan.actions,
+                  'warnings': list(policy.warnings) if policy is not None else [], 'ipv4': None, 'ipv6': None}
+        for family in FAMILIES:
+            tools = self.tools[family]
+            result['commands'].extend(tools.commands)
+            table = reading.tables.get(family)
+            if table is not None and (family == 4 or result['backend'] is None):
+                result['backend'] = table.backend
+                result['iptables_version'] = '.'.join(str(x) for x in table.version) if table.version else None
+            fam = reading.plans.get(family)
+            if fam is None:
+                result['ipv%d' % family] = {'managed': False, 'present': False, 'changed': False,
+                                            'note': reading.notes.get(family)}
+                continue
+            result['ipv%d' % family] = {
+                'managed': fam.managed,
+                'changed': fam.changed,
+                'before': {'chain_exists': fam.chain_exists, 'rules': fam.rules,
+                           'jumps': [r.line for r in fam.jumps]},
+                'rules': fam.after_rules,
+                'jump': fam.after_jump,
+                'restore_input': payload(fam.lines) if fam.lines else None,
+            }
+            if fam.note:
+                result['ipv%d' % family]['note'] = fam.note
+                result['warnings'].append('IPv%d: %s' % (family, fam.note))
+        return result
+
+    # -- the daemon modules' clean-up ------------------------------------
+
+    def removal(self, select, families=FAMILIES):
+        """``(read, plan)`` for ``sync.locked`` that delete what
+        ``select(family, table) -> (rules, chains)`` picks (rules as
+        ``iptables_save.Rule``), one restore per family.  IPv6 is skipped
+        when it cannot be read."""
+
+        def read():
+            reading = Reading(self.tools)
+            for family in families:
+                tools = self.tools[family]
+                if not tools.available:
+                    reading.notes[family] = missing_tools(family)
+                    continue
+                try:
+                    table = tools.read()
+                except MasqError:
+                    if family == 4:
+                        raise
+                    reading.notes[family] = 'ip6tables-save could not read the nat table; skipped.'
+                    continue
+                table.check(family, TOOLS[family][1])
+                reading.tables[family] = table
+            return reading
+
+        def plan(reading):
+            steps = []
+            for family, table in sorted(reading.tables.items()):
+                rules, chains = select(family, table)
+                if rules or chains:
+                    actions = [r.line for r in rules] + ['chain %s' % c for c in chains]
+                    lines = removal_lines(rules, chains)
+                    steps.append(Step('IPv%d' % family, actions,
+                                      lambda tools=self.tools[family], lines=lines: tools.restore(lines)))
+            return Plan(steps)
+
+        return read, plan
+
+
+def diff_text(result, which):
+    """Text for diff mode: the chain and its jumps per family, before or after."""
+    out = []
+    for family in FAMILIES:
+        fam = result.get('ipv%d' % family)
+        if not fam or 'before' not in fam:
+            continue
+        out.append('# %s nat (IPv%d)' % (TOOLS[family][0], family))
+        if which == 'before':
+            out.extend(fam['before']['jumps'])
+            if fam['before']['chain_exists']:
+                out.append(':%s - [0:0]' % result['chain'])
+            out.extend(fam['before']['rules'])
+        elif fam['managed']:
+            out.append(fam['jump'])
+            out.append(':%s - [0:0]' % result['chain'])
+            out.extend(fam['rules'])
+    return '\n'.join(out) + '\n'

@@ -1,0 +1,505 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, ipmasq.agent contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# NOTE: private to the ipmasq.agent collection; not a public API.
+"""A strict reader for the YAML subset agent config files use.
+
+Block mappings and sequences, flow ``[...]`` and ``{...}``, plain and quoted
+scalars, comments; plain scalars resolved as go-yaml v2 (the upstream
+agent's reader) resolves them, so YAML 1.1 booleans such as ``yes``/``off``
+are booleans.  Anything else (anchors, tags, block scalars, multi-line
+scalars, several documents) is refused with the line and its text, so the
+node keeps its last good rules instead of guessing.
+
+Standard library only: this file runs on managed nodes.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import ConfigError, quote
+
+
+def _is_digit(char):
+    return '0' <= char <= '9'
+
+
+class Pairs(list):
+    """A mapping as read: a list of ``(key, value, line)``, duplicates kept."""
+
+
+class _Line:
+    __slots__ = ('no', 'indent', 'text', 'tab')
+
+    def __init__(self, no, indent, text, tab=False):
+        self.no = no
+        self.indent = indent
+        self.text = text
+        self.tab = tab      # a tab in the indentation: fine inside [...] / {...} only
+
+
+_BOOLS = {}
+for _word in ('y', 'Y', 'yes', 'Yes', 'YES', 'true', 'True', 'TRUE', 'on', 'On', 'ON'):
+    _BOOLS[_word] = True
+for _word in ('n', 'N', 'no', 'No', 'NO', 'false', 'False', 'FALSE', 'off', 'Off', 'OFF'):
+    _BOOLS[_word] = False
+_NULLS = frozenset(('', '~', 'null', 'Null', 'NULL'))
+_SPECIAL_FLOATS = {
+    '.nan': float('nan'), '.NaN': float('nan'), '.NAN': float('nan'),
+    '.inf': float('inf'), '.Inf': float('inf'), '.INF': float('inf'),
+    '+.inf': float('inf'), '+.Inf': float('inf'), '+.INF': float('inf'),
+    '-.inf': float('-inf'), '-.Inf': float('-inf'), '-.INF': float('-inf'),
+}
+_YAML_FLOAT = re.compile(r'^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$')
+_DOT_FLOAT = re.compile(r'^\.[0-9]+([eE][-+]?[0-9]+)?$')
+_INT_FORMS = (
+    (re.compile(r'^0[xX]([0-9a-fA-F]+)$'), 16),
+    (re.compile(r'^0[oO]([0-7]+)$'), 8),
+    (re.compile(r'^0[bB]([01]+)$'), 2),
+    (re.compile(r'^0([0-7]+)$'), 8),
+    (re.compile(r'^([1-9][0-9]*|0)$'), 10),
+)
+INT64_MIN = -(1 << 63)
+_UINT64_MAX = (1 << 64) - 1
+_DQ_ESCAPES = {
+    '0': '\0', 'a': '\a', 'b': '\b', 't': '\t', '\t': '\t', 'n': '\n', 'v': '\v',
+    'f': '\f', 'r': '\r', 'e': '\x1b', ' ': ' ', '"': '"', '/': '/', '\\': '\\',
+    'N': u'\u0085', '_': u'\u00a0', 'L': u'\u2028', 'P': u'\u2029',
+}
+_HEX_ESCAPES = {'x': 2, 'u': 4, 'U': 8}
+_UNSUPPORTED_START = {
+    '&': 'anchors (&name) are not supported',
+    '*': 'aliases (*name) are not supported',
+    '!': 'tags (!tag) are not supported',
+    '|': 'block scalars (| and >) are not supported',
+    '>': 'block scalars (| and >) are not supported',
+    '%': 'a plain value cannot start with "%"; quote it',
+    '@': 'a plain value cannot start with "@"; quote it',
+    '`': 'a plain value cannot start with "`"; quote it',
+}
+
+
+def _resolve_int(text):
+    """Go's strconv.ParseInt(text, 0, 64) after YAML dropped '_'; None if not an int."""
+    sign = 1
+    body = text
+    if body[:1] in ('-', '+'):
+        sign = -1 if body[0] == '-' else 1
+        body = body[1:]
+    for pattern, base in _INT_FORMS:
+        match = pattern.match(body)
+        if match:
+            value = sign * int(match.group(1), base)
+            if INT64_MIN <= value <= _UINT64_MAX:
+                return value
+            return None
+    return None
+
+
+def resolve_plain(text):
+    """The value of a plain (unquoted) scalar, as go-yaml v2 resolves it."""
+    if text in _NULLS:
+        return None
+    if text in _BOOLS:
+        return _BOOLS[text]
+    if text in _SPECIAL_FLOATS:
+        return _SPECIAL_FLOATS[text]
+    first = text[0]
+    if first == '.':
+        if _DOT_FLOAT.match(text):
+            return float(text)
+        return text
+    if first in '+-' or _is_digit(first):
+        plain = text.replace('_', '')
+        value = _resolve_int(plain)
+        if value is not None:
+            return value
+        if _YAML_FLOAT.match(plain):
+            return float(plain)
+        if plain.startswith('-0b'):
+            value = _resolve_int('-' + plain[1:])
+            if value is not None:
+                return value
+    return text
+
+
+class _Yaml:
+    """Recursive descent over significant lines (blank and comment lines dropped)."""
+
+    def __init__(self, text):
+        self.lines = []
+        self.raw = text.split('\n')
+        self._read_lines()
+
+    # -- errors ----------------------------------------------------------
+
+    def error(self, lineno, reason):
+        shown = self.raw[lineno - 1].strip() if 0 < lineno <= len(self.raw) else ''
+        if len(shown) > 80:
+            shown = shown[:77] + '...'
+        return ConfigError('line %d: %s: %s' % (lineno, reason, quote(shown)),
+                           line=lineno)
+
+    # -- lines -----------------------------------------------------------
+
+    def _read_lines(self):
+        started = False
+        ended = False
+        for index, raw in enumerate(self.raw):
+            no = index + 1
+            line = raw[:-1] if raw.endswith('\r') else raw
+            stripped = line.strip(' \t')
+            if not stripped or stripped.startswith('#'):
+                continue
+            if ended:
+                raise self.error(no, 'content after the end-of-document marker "..."')
+            if line.startswith('---') and (len(line) == 3 or line[3] in ' \t'):
+                rest = line[3:].strip(' \t')
+                if started:
+                    raise self.error(no, 'a second YAML document ("---"); the agent reads one document')
+                if rest and not rest.startswith('#'):
+                    raise self.error(no, 'content on the "---" line is not supported; start it on the next line')
+                started = True
+                continue
+            if line.startswith('...') and (len(line) == 3 or line[3] in ' \t'):
+                ended = True
+                continue
+            if line.startswith('%'):
+                raise self.error(no, 'YAML directives ("%") are not supported')
+            indent = len(line) - len(line.lstrip(' '))
+            tab = line[indent] == '\t'
+            started = True
+            self.lines.append(_Line(no, indent, line[indent:].strip(' \t'), tab))
+
+    # -- documents -------------------------------------------------------
+
+    def document(self):
+        if not self.lines:
+            return None
+        first = self.lines[0]
+        value, nxt = self.block(0, first.indent)
+        if nxt < len(self.lines):
+            line = self.lines[nxt]
+            raise self.error(line.no, 'this line is indented less than the first line of the document'
+                             if line.indent < first.indent else 'unexpected content')
+        return value
+
+    @staticmethod
+    def _is_entry(text):
+        return text == '-' or text.startswith('- ') or text.startswith('-\t')
+
+    def _check_indent(self, line):
+        if line.tab:
+            raise self.error(line.no, 'a tab in the indentation (YAML allows spaces only)')
+
+    def block(self, i, indent):
+        self._check_indent(self.lines[i])
+        text = self.lines[i].text
+        if self._is_entry(text):
+            return self.sequence(i, indent)
+        if self._key(self.lines[i]) is not None:
+            return self.mapping(i, indent)
+        value, nxt = self.inline(i, text)
+        return value, self._after_value(nxt, indent)
+
+    def _after_value(self, nxt, indent):
+        if nxt < len(self.lines) and (self.lines[nxt].indent > indent or self.lines[nxt].tab):
+            self._check_indent(self.lines[nxt])
+            raise self.error(self.lines[nxt].no,
+                             'unexpected indentation (a value continued on the next line, or a '
+                             'nested block after a value on the same line, is not supported)')
+        return nxt
+
+    def _key(self, line):
+        """``(key, rest, rest_column)`` if the line is ``key: ...``, else None."""
+        text = line.text
+        first = text[0]
+        if first in '"\'':
+            key, end = self.quoted(line.no, text, 0)
+            j = end
+            while j < len(text) and text[j] in ' \t':
+                j += 1
+            if j < len(text) and text[j] == ':' and (j + 1 == len(text) or text[j + 1] in ' \t'):
+                return key, text[j + 1:], j + 1
+            return None
+        if first == '?' and (len(text) == 1 or text[1] in ' \t'):
+            raise self.error(line.no, 'complex keys ("? ") are not supported')
+        if first in '[{':
+            return None
+        j = 0
+        while j < len(text):
+            char = text[j]
+            if char == '#' and j > 0 and text[j - 1] in ' \t':
+                return None
+            if char == ':' and (j + 1 == len(text) or text[j + 1] in ' \t'):
+                if j == 0:
+                    raise self.error(line.no, 'a mapping entry without a key')
+                key = text[:j].rstrip(' \t')
+                if key[0] in _UNSUPPORTED_START:
+                    raise self.error(line.no, _UNSUPPORTED_START[key[0]])
+                return key, text[j + 1:], j + 1
+            j += 1
+        return None
+
+    def mapping(self, i, indent):
+        pairs = Pairs()
+        while i < len(self.lines) and self.lines[i].indent == indent:
+            line = self.lines[i]
+            self._check_indent(line)
+            if self._is_entry(line.text):
+                raise self.error(line.no, 'a list entry where a "key: value" line was expected')
+            found = self._key(line)
+            if found is None:
+                raise self.error(line.no, 'expected a "key: value" line')
+            key, rest, _col = found
+            rest = rest.strip(' \t')
+            nxt = i + 1
+            if not rest or rest.startswith('#'):
+                if nxt < len(self.lines) and self.lines[nxt].indent > indent:
+                    value, nxt = self.block(nxt, self.lines[nxt].indent)
+                elif (nxt < len(self.lines) and self.lines[nxt].indent == indent
+                      and self._is_entry(self.lines[nxt].text)):
+                    value, nxt = self.sequence(nxt, indent)
+                else:
+                    value = None
+            else:
+                value, nxt = self.inline(i, rest)
+                nxt = self._after_value(nxt, indent)
+            pairs.append((key, value, line.no))
+            i = nxt
+        return pairs, i
+
+    def sequence(self, i, indent):
+        items = []
+        while (i < len(self.lines) and self.lines[i].indent == indent
+               and self._is_entry(self.lines[i].text)):
+            line = self.lines[i]
+            self._check_indent(line)
+            rest = line.text[1:]
+            stripped = rest.lstrip(' \t')
+            if not stripped or stripped.startswith('#'):
+                nxt = i + 1
+                if nxt < len(self.lines) and self.lines[nxt].indent > indent:
+                    value, nxt = self.block(nxt, self.lines[nxt].indent)
+                else:
+                    value = None
+            else:
+                # "- x": x is a node that starts at its own column.
+                column = indent + 1 + len(rest) - len(stripped)
+                self.lines[i] = _Line(line.no, column, stripped)
+                value, nxt = self.block(i, column)
+            items.append(value)
+            i = nxt
+        return items, i
+
+    # -- one value on a line ----------------------------------------------
+
+    def inline(self, i, text):
+        """A value that starts on line ``i``: flow collection, quoted or plain scalar."""
+        line = self.lines[i]
+        first = text[0]
+        if first in '[{':
+            return _Flow(self, i, text).run()
+        if first in _UNSUPPORTED_START:
+            raise self.error(line.no, _UNSUPPORTED_START[first])
+        if first in '"\'':
+            value, end = self.quoted(line.no, text, 0)
+            tail = text[end:].strip(' \t')
+            if tail and not tail.startswith('#'):
+                raise self.error(line.no, 'unexpected text after a quoted value')
+            return value, i + 1
+        if self._is_entry(text):
+            raise self.error(line.no, 'a list entry ("- ") is not allowed here')
+        cut = len(text)
+        for j in range(1, len(text)):
+            if text[j] == '#' and text[j - 1] in ' \t':
+                cut = j
+                break
+        plain = text[:cut].rstrip(' \t')
+        for j, char in enumerate(plain):
+            if char == ':' and (j + 1 == len(plain) or plain[j + 1] in ' \t'):
+                raise self.error(line.no, 'a "key: value" inside a value (quote the value if the colon belongs to it)')
+        if first in ',[]{}#' or (first in '?:' and (len(plain) == 1 or plain[1] in ' \t')):
+            raise self.error(line.no, 'a plain value cannot start with %s; quote it' % quote(first))
+        return resolve_plain(plain), i + 1
+
+    def quoted(self, lineno, text, start):
+        """Parse the quoted scalar starting at ``text[start]``; return (value, end)."""
+        quote = text[start]
+        out = []
+        j = start + 1
+        while j < len(text):
+            char = text[j]
+            if quote == "'":
+                if char == "'":
+                    if j + 1 < len(text) and text[j + 1] == "'":
+                        out.append("'")
+                        j += 2
+                        continue
+                    return ''.join(out), j + 1
+                out.append(char)
+                j += 1
+                continue
+            if char == '"':
+                return ''.join(out), j + 1
+            if char == '\\':
+                if j + 1 >= len(text):
+                    break
+                esc = text[j + 1]
+                if esc in _DQ_ESCAPES:
+                    out.append(_DQ_ESCAPES[esc])
+                    j += 2
+                    continue
+                if esc in _HEX_ESCAPES:
+                    width = _HEX_ESCAPES[esc]
+                    digits = text[j + 2:j + 2 + width]
+                    if len(digits) != width or not all(c in '0123456789abcdefABCDEF' for c in digits):
+                        raise self.error(lineno, 'a bad \\%s escape in a double-quoted value' % esc)
+                    code = int(digits, 16)
+                    if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
+                        raise self.error(lineno, 'a bad \\%s escape in a double-quoted value' % esc)
+                    out.append(chr(code))
+                    j += 2 + width
+                    continue
+                raise self.error(lineno, 'an unknown escape \\%s in a double-quoted value' % esc)
+            out.append(char)
+            j += 1
+        raise self.error(lineno, 'a quoted value that does not end on its line (multi-line values are not supported)')
+
+
+class _Flow:
+    """A flow collection (``[...]`` / ``{...}``), which may span lines."""
+
+    def __init__(self, yaml, index, text):
+        self.yaml = yaml
+        self.index = index          # index in yaml.lines of the current segment
+        self.text = text            # the current segment
+        self.pos = 0
+
+    @property
+    def lineno(self):
+        return self.yaml.lines[self.index].no
+
+    def error(self, reason):
+        return self.yaml.error(self.lineno, reason)
+
+    def run(self):
+        value = self.node()
+        tail = self.text[self.pos:].strip(' \t')
+        if tail and not tail.startswith('#'):
+            raise self.error('unexpected text after the closing bracket')
+        return value, self.index + 1
+
+    def skip(self):
+        """Skip spaces, comments and line ends; False at the end of the input."""
+        while True:
+            while self.pos < len(self.text) and self.text[self.pos] in ' \t':
+                self.pos += 1
+            at_end = self.pos >= len(self.text)
+            if not at_end and self.text[self.pos] == '#' and (self.pos == 0 or self.text[self.pos - 1] in ' \t'):
+                at_end = True
+            if not at_end:
+                return True
+            if self.index + 1 >= len(self.yaml.lines):
+                return False
+            self.index += 1
+            self.text = self.yaml.lines[self.index].text
+            self.pos = 0
+
+    def peek(self):
+        if not self.skip():
+            raise self.error('a "[" or "{" that is never closed')
+        return self.text[self.pos]
+
+    def node(self):
+        char = self.peek()
+        if char == '[':
+            return self.sequence()
+        if char == '{':
+            return self.mapping()
+        if char in '"\'':
+            value, self.pos = self.yaml.quoted(self.lineno, self.text, self.pos)
+            return value
+        if char in _UNSUPPORTED_START:
+            raise self.error(_UNSUPPORTED_START[char])
+        if char in ',]}':
+            raise self.error('an empty entry in a flow collection')
+        return self.plain()
+
+    def plain(self):
+        start = self.pos
+        text = self.text
+        j = start
+        while j < len(text):
+            char = text[j]
+            if char in ',[]{}':
+                break
+            if char == ':' and (j + 1 == len(text) or text[j + 1] in ' \t,[]{}'):
+                break
+            if char == '#' and j > start and text[j - 1] in ' \t':
+                break
+            j += 1
+        value = text[start:j].rstrip(' \t')
+        if not value:
+            raise self.error('an empty entry in a flow collection')
+        self.pos = start + len(value)
+        return resolve_plain(value)
+
+    def sequence(self):
+        self.pos += 1
+        items = []
+        while True:
+            if self.peek() == ']':
+                self.pos += 1
+                return items
+            items.append(self.node())
+            char = self.peek()
+            if char == ',':
+                self.pos += 1
+            elif char == ':':
+                raise self.error('"key: value" entries inside [...] are not supported')
+            elif char != ']':
+                raise self.error('expected "," or "]" in a flow list')
+
+    def mapping(self):
+        self.pos += 1
+        pairs = Pairs()
+        while True:
+            if self.peek() == '}':
+                self.pos += 1
+                return pairs
+            lineno = self.lineno
+            if self.peek() in '[{':
+                raise self.error('a list or mapping as a key is not supported')
+            key = self.node()
+            value = None
+            char = self.peek()
+            if char == ':':
+                self.pos += 1
+                if self.peek() not in ',}':
+                    value = self.node()
+            pairs.append((key if isinstance(key, str) else key_text(key), value, lineno))
+            char = self.peek()
+            if char == ',':
+                self.pos += 1
+            elif char != '}':
+                raise self.error('expected "," or "}" in a flow mapping')
+
+
+def key_text(key):
+    if key is None:
+        return 'null'
+    if isinstance(key, bool):
+        return 'true' if key else 'false'
+    return str(key)
+
+
+def load_yaml(text):
+    """The YAML subset -> None, str, bool, int, float, list or Pairs."""
+    return _Yaml(text).document()
+

@@ -1,0 +1,263 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, ipmasq.agent contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# NOTE: private to the ipmasq.agent collection; not a public API.
+"""Docker's masquerading of its default bridge: ``"ip-masq": false`` in
+daemon.json (or ``--ip-masq=false`` where the flag is on the dockerd command
+line), the stale MASQUERADE rule a restart can leave behind, and the
+user-defined networks Docker cannot change in place (reported).
+
+Standard library only: this file runs on managed nodes.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import ipaddress
+import json
+import os
+import re
+
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups import plan_restore
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import bounded, remove_nat_rules, setup
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.daemon_json import json_raw_value, json_remove, json_set, parse_daemon_json
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import commit
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.goflags import bool_value, find_flag_all, fix_flags, set_arg
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.systemd import command_lines, load_unit
+
+_IFNAME = re.compile(r'^[A-Za-z0-9_.:@+-]{1,15}$')
+
+
+def _same_net(a, nets):
+    try:
+        net = ipaddress.ip_network(a, strict=False)
+    except ValueError:
+        return False
+    return any(net == n for n in nets)
+
+
+def docker_bridge_rules(table, bridge, subnets):
+    """Docker's default-bridge MASQUERADE rules in a nat table
+    (``iptables_save.NatTable``): ``-s <subnet> ! -o <bridge> -j MASQUERADE``
+    in POSTROUTING (any subnet when ``subnets`` is None) and the hairpin
+    ``-o <bridge> -m addrtype --src-type LOCAL -j MASQUERADE``, exactly as
+    iptables-save prints them."""
+    out = []
+    for rule in table.rules('POSTROUTING'):
+        rest = rule.words
+        if (len(rest) == 7 and rest[0] == '-s' and rest[2:] == ['!', '-o', bridge, '-j', 'MASQUERADE']
+                and (subnets is None or _same_net(rest[1], subnets))):
+            out.append(rule)
+        elif rest == ['-o', bridge, '-m', 'addrtype', '--src-type', 'LOCAL', '-j', 'MASQUERADE']:
+            out.append(rule)
+    return out
+
+
+def docker_sync(params, run, find, writer, check_mode=False):
+    """``ip-masq: false`` for Docker's default bridge (or undo it)."""
+    p = params
+    files, unit_dirs, env_files, backups, result = setup(p, 'docker')
+    result['where'] = None
+    result['flag_sources'] = []
+    result['removed_rules'] = []
+    result['masquerading_networks'] = []
+    unit = load_unit(files, p['unit_name'], unit_dirs)
+    if unit is not None and unit.masked:
+        result.msg('%s is masked; Docker is not managed.' % p['unit_name'])
+        return result
+    if unit is None and not (files.root == '/' and find('dockerd')):
+        result.msg('Docker is not installed (no %s, no dockerd); nothing to do.' % p['unit_name'])
+        return result
+    result['installed'] = True
+    result['unit'] = unit.fragment if unit else None
+    result['unit_files'] = unit.files if unit else []
+
+    if p['state'] == 'absent':
+        restoring = plan_restore(files, backups, result, semantic=_docker_semantic_restore)
+        commit(files, backups, result, check_mode, writer, p['backup'], restoring)
+        result['restart_required'] = bool(result['edited'])
+        return result
+
+    messages = []
+
+    def load():
+        u = load_unit(files, p['unit_name'], unit_dirs)
+        commands, extra, _defs = command_lines(files, u, env_files, messages)
+        return u, commands, extra
+
+    def is_false(occ):
+        return bool_value(occ.value) is False
+
+    def to_false(occ):
+        set_arg(files, occ, 'false')
+        return '%s set to %sip-masq=false' % (occ.text(), occ.dashes)
+
+    unit, commands, extra, occs = fix_flags(files, load, 'ip-masq', is_false, to_false, result)
+    for m in sorted(set(messages)):
+        result.msg(m)
+    result['flag_sources'] = [o.as_dict() for o in occs]
+
+    config = p['daemon_json']
+    for occ in find_flag_all(commands, extra, 'config-file', takes_value=True):
+        if occ.value and occ.value.startswith('/'):
+            config = occ.value
+            result.msg('dockerd reads its configuration from %s (--config-file).' % config)
+    result['daemon_json'] = config
+    text = files.read(config)
+    data, _o, _c, _m = parse_daemon_json(text, config)
+
+    if occs:
+        # The trap: a setting both on the command line and in daemon.json
+        # makes dockerd refuse to start.
+        result['where'] = 'command line'
+        if 'ip-masq' in data:
+            files.write(config, json_remove(text, config, 'ip-masq'))
+            result.msg('%s: removed "ip-masq" because --ip-masq is on the dockerd command line (%s); Docker '
+                       'refuses to start with both.' % (config, ', '.join(o.arg.describe() for o in occs)))
+        left = [o for o in occs if not is_false(o)]
+        result['default_bridge_masquerade'] = bool(left)
+        if left:
+            where = ', '.join('%s (%s)' % (o.text(), o.arg.describe()) for o in left)
+            result.warn('Docker still masquerades its default bridge: %s. If it is flannel\'s '
+                        'mk-docker-opts.sh output, set ipmasq=false there (ipmasq.agent.flannel_ip_masq does) '
+                        'and restart flanneld, then Docker.' % where)
+    else:
+        result['where'] = 'daemon.json'
+        result['default_bridge_masquerade'] = False
+        new = json_set(text, config, 'ip-masq', 'false')
+        if new != text:
+            files.write(config, new)
+    no_iptables = [o for o in find_flag_all(commands, extra, 'iptables') if bool_value(o.value) is False]
+    if data.get('iptables') is False or no_iptables:
+        result.msg('Docker runs with iptables disabled, so it adds no MASQUERADE rule at all.')
+    if data.get('bridge') == 'none':
+        result.msg('Docker has no default bridge ("bridge": "none").')
+
+    commit(files, backups, result, check_mode, writer, p['backup'])
+    result['restart_required'] = bool(result['edited'])
+    pending = result['restart_required']
+
+    if p['remove_stale_rules'] or p['report_networks']:
+        docker = p.get('docker_bin') or find('docker')
+        if p['remove_stale_rules']:
+            _docker_stale_rules(p, run, find, docker, data, pending, check_mode, result)
+        if p['report_networks']:
+            _docker_networks(run, find, docker, result)
+    return result
+
+
+def _docker_semantic_restore(path, current, original):
+    """daemon.json changed since we wrote it: revert only "ip-masq"."""
+    if not path.endswith('.json'):
+        return None
+    try:
+        raw = json_raw_value(original, path, 'ip-masq') if original is not None else None
+        if raw is None:
+            return json_remove(current, path, 'ip-masq')
+        return json_set(current, path, 'ip-masq', raw)
+    except MasqError:
+        return None
+
+
+def _docker_cli(run, find, docker, args):
+    if not docker or not os.path.exists(docker):
+        return None
+    rc, out, err = run(bounded(find, [docker] + list(args)))
+    if rc != 0:
+        return None
+    try:
+        return json.loads(out)
+    except ValueError:
+        return None
+
+
+def _docker_stale_rules(p, run, find, docker, data, pending, check_mode, result):
+    bridge = p.get('bridge_name')
+    subnets = None
+    if p.get('bridge_cidrs'):
+        try:
+            subnets = [ipaddress.ip_network(c, strict=False) for c in p['bridge_cidrs']]
+        except ValueError as e:
+            raise MasqError('bridge_cidrs: %s. Nothing was changed.' % e)
+    running = None
+    info = _docker_cli(run, find, docker, ['network', 'inspect', 'bridge'])
+    if isinstance(info, list) and info and isinstance(info[0], dict):
+        net = info[0]
+        opts = net.get('Options') or {}
+        bridge = bridge or opts.get('com.docker.network.bridge.name')
+        if subnets is None:
+            subnets = []
+            for cfg in (net.get('IPAM') or {}).get('Config') or []:
+                try:
+                    subnets.append(ipaddress.ip_network(cfg.get('Subnet'), strict=False))
+                except (TypeError, ValueError):
+                    pass
+            subnets = subnets or None
+        running = opts.get('com.docker.network.bridge.enable_ip_masquerade')
+    bridge = bridge or data.get('bridge') or 'docker0'
+    if bridge == 'none':
+        return
+    if not _IFNAME.match(bridge):
+        raise MasqError('bridge_name: %r is not an interface name. Nothing was changed.' % (bridge,))
+    result['bridge'] = {'name': bridge, 'subnets': [str(s) for s in subnets] if subnets else None}
+    if running == 'true':
+        result.msg('The running Docker still masquerades its default bridge (restart pending); '
+                   'its MASQUERADE rule is left alone.')
+        return
+    if result['default_bridge_masquerade'] or (pending and running is None):
+        result.msg('Docker has not been restarted with ip-masq off yet; its MASQUERADE rule is left alone.')
+        return
+
+    def select(family, table):
+        fam = [s for s in subnets if s.version == family] if subnets else None
+        if subnets and not fam:
+            return [], []
+        return docker_bridge_rules(table, bridge, fam), []
+
+    removed = remove_nat_rules(run, find, select, check_mode, result)
+    if removed:
+        result.msg('Removed Docker\'s stale default-bridge MASQUERADE rule(s): %s' % '; '.join(removed))
+
+
+def _docker_networks(run, find, docker, result):
+    if not docker or not os.path.exists(docker):
+        result.msg('docker CLI not found; user-defined networks not checked.')
+        return
+    ids = None
+    rc, out, _err = run(bounded(find, [docker, 'network', 'ls', '-q', '--no-trunc', '--filter', 'driver=bridge']))
+    if rc == 0:
+        ids = out.split()
+    if ids is None:
+        result.msg('docker network ls failed (is Docker running?); user-defined networks not checked.')
+        return
+    nets = _docker_cli(run, find, docker, ['network', 'inspect'] + ids) if ids else []
+    if nets is None:
+        result.msg('docker network inspect failed; user-defined networks not checked.')
+        return
+    for net in nets:
+        if not isinstance(net, dict) or net.get('Name') == 'bridge':
+            continue
+        opts = net.get('Options') or {}
+        if str(opts.get('com.docker.network.bridge.enable_ip_masquerade', 'true')).lower() == 'false':
+            continue
+        net_id = net.get('Id') or ''
+        subnets = [c.get('Subnet') for c in (net.get('IPAM') or {}).get('Config') or [] if c.get('Subnet')]
+        name = net.get('Name')
+        entry = {
+            'name': name,
+            'id': net_id[:12],
+            'bridge': opts.get('com.docker.network.bridge.name') or 'br-' + net_id[:12],
+            'subnets': subnets,
+            'advice': ('Docker cannot change masquerading of an existing network. Recreate it: disconnect its '
+                       'containers, "docker network rm %s", then "docker network create --driver bridge '
+                       '-o com.docker.network.bridge.enable_ip_masquerade=false%s %s" (compose: driver_opts '
+                       'com.docker.network.bridge.enable_ip_masquerade: "false") and reconnect.'
+                       % (name, ''.join(' --subnet %s' % s for s in subnets), name)),
+        }
+        result['masquerading_networks'].append(entry)
+        result.warn('Docker network %s (%s, %s) still masquerades. %s'
+                    % (name, entry['bridge'], ', '.join(subnets) or 'no subnet', entry['advice']))

@@ -1,0 +1,124 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, ipmasq.agent contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: resync_code
+short_description: Install the code of the node-side resync (the collection's core)
+version_added: 1.0.0
+description:
+  - Installs the collection's node-side core package, the code that the C(ip-masq-agent.service) of the
+    P(ipmasq.agent.ip_masq#role) role runs, below O(path) (as
+    C(<path>/ansible_collections/ipmasq/agent/plugins/module_utils/_core/)), byte-compiled for O(python).
+  - The files are the ones this module itself carries, so the node runs exactly the code of the collection
+    version that installed it; no list of files is kept anywhere. Only files that differ are written, files
+    left by an older version are removed, and the package is byte-compiled only when something changed.
+  - Standard library only on the node.
+author:
+  - ipmasq.agent maintainers (@ipmasq)
+attributes:
+  check_mode:
+    support: full
+    description: Reports which files would be written or removed; writes nothing.
+  diff_mode:
+    support: full
+    description: Lists the files written and removed.
+  platform:
+    support: full
+    platforms: posix
+options:
+  path:
+    description: The directory the package goes below (the role's C(ip_masq_lib_dir)).
+    type: path
+    required: true
+  python:
+    description: The Python the service runs, used to byte-compile the code.
+    type: path
+    default: /usr/bin/python3
+  state:
+    description:
+      - V(absent) removes the package and the directories above it that held nothing else, up to and
+        including O(path).
+    type: str
+    choices: [present, absent]
+    default: present
+seealso:
+  - module: ipmasq.agent.masq_chain
+'''
+
+EXAMPLES = r'''
+- name: Install the resync code
+  ipmasq.agent.resync_code:
+    path: /usr/local/lib/ipmasq-agent
+'''
+
+RETURN = r'''
+path:
+  description: The package directory.
+  returned: always
+  type: str
+  sample: /usr/local/lib/ipmasq-agent/ansible_collections/ipmasq/agent/plugins/module_utils/_core
+written:
+  description: Files written (or that would be).
+  returned: always
+  type: list
+  elements: str
+  sample: [policy.py, sync.py]
+removed:
+  description: Files of an older version removed (or that would be).
+  returned: always
+  type: list
+  elements: str
+  sample: []
+'''
+
+from ansible.module_utils.basic import AnsibleModule
+
+# The resync and everything it imports travel in this module's payload: that
+# is the code installed.
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import resync  # noqa: F401 pylint: disable=unused-import
+from ansible_collections.ipmasq.agent.plugins.module_utils._module import run_module
+from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import (
+    install,
+    package_dir,
+    package_sources,
+    uninstall,
+)
+
+
+def manage(module, run, _find):
+    p = module.params
+    result = {'changed': False, 'path': package_dir(p['path']), 'written': [], 'removed': []}
+    if p['state'] == 'absent':
+        if uninstall(p['path'], check_mode=module.check_mode):
+            result.update(changed=True, removed=[result['path']])
+    else:
+        written, removed = install(p['path'], package_sources(), run, p['python'], check_mode=module.check_mode)
+        result.update(changed=bool(written or removed), written=written, removed=removed)
+    result['diff'] = {'before_header': result['path'], 'after_header': result['path'], 'before': '',
+                      'after': ''.join('write %s\n' % n for n in result['written'])
+                      + ''.join('remove %s\n' % n for n in result['removed'])}
+    return result
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type='path', required=True),
+            python=dict(type='path', default='/usr/bin/python3'),
+            state=dict(type='str', choices=['present', 'absent'], default='present'),
+        ),
+        supports_check_mode=True,
+    )
+    run_module(module, manage)
+
+
+if __name__ == '__main__':
+    main()
