@@ -32,9 +32,11 @@ try:
     from ansible_collections.ipmasq.agent.plugins.module_utils._core import (
         iptables as _ipt, iptables_save as _save, policy as _policy, sync as _sync,
     )
+    _masq = None
     LAYOUT = '_core'
 except ImportError:             # an older revision: everything in _masq.py
     from ansible_collections.ipmasq.agent.plugins.module_utils import _masq
+    _ipt = _save = _policy = _sync = None
     LAYOUT = '_masq'
 
 CHAIN = 'IP-MASQ-AGENT'

@@ -306,6 +306,15 @@ def _resync_lib(workdir, compiled, source=None):
     return lib, layout
 
 
+def resync_argv(layout):
+    """How each version's role starts a cycle: ``-c`` for the core package (the
+    unit in roles/ip_masq/templates), ``-m`` for the single-file layout before it."""
+    if layout == '_core':
+        return [benchlib.NODE_PYTHON, '-S', '-B', '-c', 'from %s import main; raise SystemExit(main())'
+                % RESYNC_MODULES[layout]]
+    return [benchlib.NODE_PYTHON, '-S', '-B', '-m', RESYNC_MODULES[layout]]
+
+
 def resync_variants(workdir, cidrs, size, env, baseline=None):
     """The variants of one cycle: [{name, argv, env, state_file, drift}], and a label."""
     config = os.path.join(workdir, 'config')
@@ -323,9 +332,10 @@ def resync_variants(workdir, cidrs, size, env, baseline=None):
         state = os.path.join(workdir, 'last-good-config-%s' % os.path.basename(lib))
         variants.append({'name': name, 'drift': not compiled, 'state_file': state,
                          'env': dict(env, PYTHONPATH=lib),
-                         'argv': [benchlib.NODE_PYTHON, '-S', '-B', '-m', RESYNC_MODULES[layout], '--config', config,
-                                  '--state-file', state, '--log-format', 'plain']})
-    return variants, ('`python3 -S -B -m ..._core.resync --config FILE --state-file FILE` as the role\'s unit runs it '
+                         'argv': resync_argv(layout) + ['--config', config, '--state-file', state,
+                                                        '--log-format', 'plain']})
+    return variants, ('`python3 -S -B -c \'from ..._core.resync import main; ...\' --config FILE --state-file FILE` as '
+                      'the role\'s unit runs it '
                       '(YAML config as the role writes it; "ours" = the core package installed by the resync_code '
                       'installer without .pyc, so compiled by every cycle; "ours, .pyc" = byte-compiled, as the role '
                       'installs it%s)' % ('; "before" = revision %s installed the way its role installed it'

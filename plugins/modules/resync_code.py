@@ -33,6 +33,7 @@ attributes:
   platform:
     support: full
     platforms: posix
+    description: Any POSIX node with Python 3; the code it installs runs on Linux with iptables.
 options:
   path:
     description: The directory the package goes below (the role's C(ip_masq_lib_dir)).

@@ -14,7 +14,8 @@ from test_resync_units import install_core
 
 ROOT = netlab.ROOT
 PYTHON = '/usr/bin/python3'
-MODULE = 'ansible_collections.ipmasq.agent.plugins.module_utils._core.resync'
+# As the role's unit starts it (roles/ip_masq/templates/ip-masq-agent.service.j2).
+ENTRY = 'from ansible_collections.ipmasq.agent.plugins.module_utils._core.resync import main; raise SystemExit(main())'
 TOOLS = ('iptables-save', 'iptables-restore', 'ip6tables-save', 'ip6tables-restore')
 LINK_LOCAL = '169.254.0.0/16'
 DEFAULTS = [LINK_LOCAL, '10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16']
@@ -58,7 +59,7 @@ class Agent:
             'PATH': os.pathsep.join([self.shim, self.node.backend.path_dir, '/usr/sbin', '/usr/bin', '/sbin', '/bin']),
             'PYTHONPATH': self.lib,
         }
-        argv = [PYTHON, '-S', '-B', '-m', MODULE, '--config', self.config, '--state-file', self.state]
+        argv = [PYTHON, '-S', '-B', '-c', ENTRY, '--config', self.config, '--state-file', self.state]
         if log_format:
             argv += ['--log-format', log_format]
         proc = self.node.ns.exec(argv + list(flags), check=False, env=env, timeout=120)

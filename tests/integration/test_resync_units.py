@@ -32,6 +32,8 @@ def install_core(lib):
     from ansible_collections.ipmasq.agent.plugins.module_utils import _resync_code  # pylint: disable=import-outside-toplevel
     from ansible_collections.ipmasq.agent.plugins.module_utils._core.runner import make_run  # pylint: disable=import-outside-toplevel
     _resync_code.install(str(lib), _resync_code.package_sources(), make_run(), '/usr/bin/python3')
+
+
 SYSTEMD_ANALYZE = shutil.which('systemd-analyze')
 
 
@@ -111,7 +113,8 @@ def test_units_render_and_pass_systemd_analyze_verify(tmp_path):
     argv, env = parsed_service(dump)
     assert env == {'PYTHONPATH': '/usr/local/lib/ipmasq-agent', 'LC_ALL': 'C'}
     assert argv == [
-        '/usr/bin/python3', '-S', '-B', '-m', 'ansible_collections.ipmasq.agent.plugins.module_utils._core.resync',
+        '/usr/bin/python3', '-S', '-B', '-c',
+        'from ansible_collections.ipmasq.agent.plugins.module_utils._core.resync import main; raise SystemExit(main())',
         '--config', '/etc/ip-masq-agent/config', '--state-file', '/var/lib/ipmasq-agent/last-good-config',
         '--masq-chain', 'IP-MASQ-AGENT', '--jump-position', 'first', '--resync-interval', '1m30s',
         '--nomasq-all-reserved-ranges=false', '--enable-ipv6=true', '--random-fully=false',

@@ -27,8 +27,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import re
-
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.cidrs import (
     DEFAULT_CIDR_LIMIT,
     normal_text,
@@ -52,6 +50,8 @@ FIELDS = (
     ('resyncInterval', 'resync_interval'),
 )
 _FOLDED = dict((upstream.casefold(), (upstream, ours)) for upstream, ours in FIELDS)
+
+_KEY_CHARS = frozenset('abcdefghijklmnopqrstuvwxyz0123456789')
 
 # Keys people put in the file that the agent does not read there.
 _FLAG_HINTS = {
@@ -81,7 +81,6 @@ def _json():
     import json  # pylint: disable=import-outside-toplevel
 
     return json
-
 
 
 def _reject_constant(name):
@@ -148,6 +147,8 @@ def _json_key_line(text, key):
     """Best effort: the line of ``"key":`` in a JSON text."""
     if text is None:
         return None
+    import re  # pylint: disable=import-outside-toplevel
+
     match = re.search(r'"%s"\s*:' % re.escape(key), text)
     return text.count('\n', 0, match.start()) + 1 if match else None
 
@@ -239,7 +240,7 @@ def _cidr_limit(where, value, from_json, line):
 def _unknown_key_warning(key, line):
     name = key if isinstance(key, str) else key_text(key)
     where = '%s (line %d)' % (quote(name), line) if line else quote(name)
-    folded = re.sub(r'[^a-z0-9]', '', name.casefold())
+    folded = ''.join(char for char in name.casefold() if char in _KEY_CHARS)
     if folded in _FLAG_HINTS:
         return ('unknown key %s is ignored (as upstream ignores it): this is the agent flag %s, set on the '
                 'command line (the role sets it from its variables), not in the config file.'
@@ -321,8 +322,6 @@ def read_config(path):
         line = data[:e.start].count(b'\n') + 1
         raise ConfigError('line %d: the file is not UTF-8 text (byte 0x%02x at offset %d).'
                           % (line, data[e.start], e.start), line=line)
-
-
 
 
 def to_upstream(settings):

@@ -21,17 +21,15 @@ __metaclass__ = type
 import os
 
 
-def atomic_write(path, data, mode=0o600, uid=None, gid=None):
-    """Replace ``path`` with ``data`` (bytes, or text written as UTF-8 with
-    surrogateescape): a temporary file beside it, fsync, then rename.  The
-    directory is created (0700) when missing.  On failure nothing changes."""
+def write_temp(directory, data, mode=0o600, uid=None, gid=None, prefix='.ipmasq-agent.'):
+    """``data`` (bytes, or text written as UTF-8 with surrogateescape) in a new
+    temporary file in ``directory``, synced, with ``mode`` and owner; returns
+    its path.  On failure nothing is left behind."""
+    import tempfile  # pylint: disable=import-outside-toplevel  (a write happens only on a change)
+
     if not isinstance(data, bytes):
         data = data.encode('utf-8', 'surrogateescape')
-    directory = os.path.dirname(path) or '.'
-    if not os.path.isdir(directory):
-        os.makedirs(directory, 0o700)
-    tmp = os.path.join(directory, '.%s.%d.tmp' % (os.path.basename(path), os.getpid()))
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix='.ipmasq-tmp', dir=directory)
     try:
         with os.fdopen(fd, 'wb') as handle:
             handle.write(data)
@@ -40,10 +38,28 @@ def atomic_write(path, data, mode=0o600, uid=None, gid=None):
         os.chmod(tmp, mode)
         if uid is not None and os.geteuid() == 0:
             os.chown(tmp, uid, gid)
+    except BaseException:
+        remove_quietly(tmp)
+        raise
+    return tmp
+
+
+def remove_quietly(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def atomic_write(path, data, mode=0o600, uid=None, gid=None):
+    """Replace ``path`` with ``data``: a temporary file beside it, then rename.
+    The directory is created (0700) when missing.  On failure nothing changes."""
+    directory = os.path.dirname(path) or '.'
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o700)
+    tmp = write_temp(directory, data, mode, uid, gid, prefix='.%s.' % os.path.basename(path))
+    try:
         os.rename(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        remove_quietly(tmp)
         raise

@@ -20,8 +20,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import re
-
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import ConfigError, quote
 
 
@@ -55,15 +53,64 @@ _SPECIAL_FLOATS = {
     '+.inf': float('inf'), '+.Inf': float('inf'), '+.INF': float('inf'),
     '-.inf': float('-inf'), '-.Inf': float('-inf'), '-.INF': float('-inf'),
 }
-_YAML_FLOAT = re.compile(r'^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$')
-_DOT_FLOAT = re.compile(r'^\.[0-9]+([eE][-+]?[0-9]+)?$')
-_INT_FORMS = (
-    (re.compile(r'^0[xX]([0-9a-fA-F]+)$'), 16),
-    (re.compile(r'^0[oO]([0-7]+)$'), 8),
-    (re.compile(r'^0[bB]([01]+)$'), 2),
-    (re.compile(r'^0([0-7]+)$'), 8),
-    (re.compile(r'^([1-9][0-9]*|0)$'), 10),
-)
+_DIGITS = frozenset('0123456789')
+_HEX = frozenset('0123456789abcdefABCDEF')
+_OCT = frozenset('01234567')
+_BIN = frozenset('01')
+
+
+def _digits_from(text, i):
+    """The index after the run of ASCII digits that starts at ``i``."""
+    n = len(text)
+    while i < n and text[i] in _DIGITS:
+        i += 1
+    return i
+
+
+def is_yaml_float(text):
+    """``[-+]?(\\.[0-9]+|[0-9]+(\\.[0-9]*)?)([eE][-+]?[0-9]+)?``, go-yaml v2's
+    float form (written out: this file avoids ``re``, whose import would be
+    most of a resync cycle's own work)."""
+    n = len(text)
+    i = 1 if text[:1] in ('-', '+') else 0
+    if text[i:i + 1] == '.':
+        j = _digits_from(text, i + 1)
+        if j == i + 1:
+            return False
+    else:
+        j = _digits_from(text, i)
+        if j == i:
+            return False
+        if text[j:j + 1] == '.':
+            j = _digits_from(text, j + 1)
+    if j < n and text[j] in 'eE':
+        j += 1
+        if text[j:j + 1] in ('-', '+'):
+            j += 1
+        k = _digits_from(text, j)
+        if k == j:
+            return False
+        j = k
+    return j == n
+
+
+def int_digits(body):
+    """``(digits, base)`` of Go's integer forms (0x.., 0o.., 0b.., 0.. octal,
+    decimal) for an unsigned ``body``, or None."""
+    head, rest = body[:2], body[2:]
+    if rest and head in ('0x', '0X') and _HEX.issuperset(rest):
+        return rest, 16
+    if rest and head in ('0o', '0O') and _OCT.issuperset(rest):
+        return rest, 8
+    if rest and head in ('0b', '0B') and _BIN.issuperset(rest):
+        return rest, 2
+    if len(body) > 1 and body[0] == '0' and _OCT.issuperset(body[1:]):
+        return body[1:], 8
+    if body == '0' or (body[:1] in ('1', '2', '3', '4', '5', '6', '7', '8', '9') and _DIGITS.issuperset(body)):
+        return body, 10
+    return None
+
+
 INT64_MIN = -(1 << 63)
 _UINT64_MAX = (1 << 64) - 1
 _DQ_ESCAPES = {
@@ -91,13 +138,12 @@ def _resolve_int(text):
     if body[:1] in ('-', '+'):
         sign = -1 if body[0] == '-' else 1
         body = body[1:]
-    for pattern, base in _INT_FORMS:
-        match = pattern.match(body)
-        if match:
-            value = sign * int(match.group(1), base)
-            if INT64_MIN <= value <= _UINT64_MAX:
-                return value
-            return None
+    found = int_digits(body)
+    if found is None:
+        return None
+    value = sign * int(found[0], found[1])
+    if INT64_MIN <= value <= _UINT64_MAX:
+        return value
     return None
 
 
@@ -111,7 +157,7 @@ def resolve_plain(text):
         return _SPECIAL_FLOATS[text]
     first = text[0]
     if first == '.':
-        if _DOT_FLOAT.match(text):
+        if is_yaml_float(text):
             return float(text)
         return text
     if first in '+-' or _is_digit(first):
@@ -119,7 +165,7 @@ def resolve_plain(text):
         value = _resolve_int(plain)
         if value is not None:
             return value
-        if _YAML_FLOAT.match(plain):
+        if is_yaml_float(plain):
             return float(plain)
         if plain.startswith('-0b'):
             value = _resolve_int('-' + plain[1:])
@@ -502,4 +548,3 @@ def key_text(key):
 def load_yaml(text):
     """The YAML subset -> None, str, bool, int, float, list or Pairs."""
     return _Yaml(text).document()
-

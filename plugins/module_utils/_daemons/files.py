@@ -32,9 +32,9 @@ __metaclass__ = type
 import errno
 import hashlib
 import os
-import tempfile
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import remove_quietly, write_temp
 
 
 def check_abs(path, what):
@@ -222,26 +222,7 @@ def _stage(real, text, mode, uid, gid):
     directory = os.path.dirname(real)
     if not os.path.isdir(directory):
         os.makedirs(directory, 0o755)
-    fd, tmp = tempfile.mkstemp(prefix='.%s.' % os.path.basename(real), suffix='.ipmasq-tmp', dir=directory)
-    try:
-        with os.fdopen(fd, 'wb') as f:
-            f.write(text.encode('utf-8', 'surrogateescape'))
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        if uid is not None and os.geteuid() == 0:
-            os.chown(tmp, uid, gid)
-    except BaseException:
-        _remove(tmp)
-        raise
-    return tmp
-
-
-def _remove(path):
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
+    return write_temp(directory, text, mode, uid, gid, prefix='.%s.' % os.path.basename(real))
 
 
 def _place(writer, change, text, tmp=None):
@@ -258,7 +239,7 @@ def _place(writer, change, text, tmp=None):
     try:
         writer.move(tmp, change.real)
     except MasqError:
-        _remove(tmp)
+        remove_quietly(tmp)
         raise
     os.chmod(change.real, change.mode)
     if change.uid is not None and os.geteuid() == 0:
@@ -312,7 +293,7 @@ def commit(files, backups, result, check_mode, writer, backup=True, restoring=No
     except (MasqError, IOError, OSError) as e:
         for change in changes:
             if change.tmp:
-                _remove(change.tmp)
+                remove_quietly(change.tmp)
         raise MasqError('cannot write %s: %s. Nothing was changed.'
                         % (current.path, getattr(e, 'msg', None) or getattr(e, 'strerror', None) or e),
                         path=current.path)
@@ -325,7 +306,7 @@ def commit(files, backups, result, check_mode, writer, backup=True, restoring=No
         except (MasqError, IOError, OSError) as e:
             for change in changes:
                 if change.tmp:
-                    _remove(change.tmp)
+                    remove_quietly(change.tmp)
             failed = _put_back(writer, done)
             why = getattr(e, 'msg', None) or getattr(e, 'strerror', None) or str(e)
             if failed:

@@ -118,7 +118,7 @@ def kubelet_sync(params, run, find, writer, check_mode=False):
 
     if occs:
         fix_flags(files, load, NONMASQ_FLAG, lambda o: o.value == NONMASQ_VALUE, to_any, result,
-                   takes_value=True)
+                  takes_value=True)
     else:
         _kubelet_add(files, unit, defs, unit_dirs, p, result)
     _unit, commands, extra = load()

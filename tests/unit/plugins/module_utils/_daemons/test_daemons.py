@@ -399,7 +399,7 @@ def test_flannel_rules_and_foreign_jump():
     table = parse_save(SAVE)
     got, drop = d.flannel_rules(table, 4)
     assert lines(got) == ['-A POSTROUTING -m comment --comment "flanneld masq" -j FLANNEL-POSTRTG',
-                   '-A POSTROUTING -s 10.244.0.0/16 -d 10.244.0.0/16 -m comment --comment "flanneld masq" -j RETURN']
+                          '-A POSTROUTING -s 10.244.0.0/16 -d 10.244.0.0/16 -m comment --comment "flanneld masq" -j RETURN']
     assert drop == ['FLANNEL-POSTRTG']
     with pytest.raises(MasqError) as e:
         d.flannel_rules(parse_save(SAVE.replace('COMMIT', ':MINE - [0:0]\n-A MINE -j FLANNEL-POSTRTG\nCOMMIT')), 4)
