@@ -20,9 +20,9 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import M
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import locked
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups import Backups
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups import DEFAULT_BACKUP_DIR
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import Files, Writer, check_abs
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.systemd import DEFAULT_UNIT_DIRS
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups import DEFAULT_BACKUP_DIR, plan_restore
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import Files, Writer, check_abs, commit
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.systemd import DEFAULT_UNIT_DIRS, load_unit
 
 CLI_TIMEOUT = 60
 
@@ -93,6 +93,27 @@ def setup(params, owner):
     env_files = [check_abs(p, 'env_files') for p in params.get('env_files') or []]
     backups = Backups(files, params['backup_dir'], owner)
     return files, unit_dirs, env_files, backups, Result(params['state'])
+
+
+def managed_unit(files, params, unit_dirs, result, daemon):
+    """The daemon's unit, recorded in ``result``; None (with a message) when it
+    is not installed or masked: then nothing is managed."""
+    unit = load_unit(files, params['unit_name'], unit_dirs)
+    if unit is None or unit.masked:
+        result.msg('%s is %s; %s is not managed.' % (params['unit_name'], 'masked' if unit else 'not installed', daemon))
+        return None
+    result['installed'] = True
+    result['unit'] = unit.fragment
+    result['unit_files'] = unit.files
+    return unit
+
+
+def restore(files, backups, result, check_mode, writer, backup, semantic=None):
+    """state=absent: every file this module edited back from its original."""
+    restoring = plan_restore(files, backups, result, semantic=semantic)
+    commit(files, backups, result, check_mode, writer, backup, restoring)
+    result['restart_required'] = bool(result['edited'])
+    return result
 
 
 def bounded(find, argv, seconds=CLI_TIMEOUT):

@@ -22,8 +22,7 @@ import os
 import re
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups import plan_restore
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import bounded, remove_nat_rules, setup
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import bounded, remove_nat_rules, restore, setup
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.daemon_json import json_raw_value, json_remove, json_set, parse_daemon_json
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import commit
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.goflags import bool_value, find_flag_all, fix_flags, set_arg
@@ -77,10 +76,7 @@ def docker_sync(params, run, find, writer, check_mode=False):
     result['unit_files'] = unit.files if unit else []
 
     if p['state'] == 'absent':
-        restoring = plan_restore(files, backups, result, semantic=_docker_semantic_restore)
-        commit(files, backups, result, check_mode, writer, p['backup'], restoring)
-        result['restart_required'] = bool(result['edited'])
-        return result
+        return restore(files, backups, result, check_mode, writer, p['backup'], semantic=_docker_semantic_restore)
 
     messages = []
 

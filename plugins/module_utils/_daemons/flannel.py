@@ -19,8 +19,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups import plan_restore
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import remove_nat_rules, setup
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import managed_unit, remove_nat_rules, restore, setup
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.envfile import env_value
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import check_abs, commit
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.goflags import bool_value, fix_flags, remove_arg, set_definition
@@ -63,18 +62,12 @@ def flannel_sync(params, run, find, writer, check_mode=False):
     result['flag_sources'] = []
     result['removed_rules'] = []
     result['stale_rules'] = []
-    unit = load_unit(files, p['unit_name'], unit_dirs)
-    if unit is None or unit.masked:
-        result.msg('%s is %s; flannel is not managed.' % (p['unit_name'], 'masked' if unit else 'not installed'))
+    unit = managed_unit(files, p, unit_dirs, result, 'flannel')
+    if unit is None:
         return result
-    result['installed'] = True
-    result['unit'] = unit.fragment
-    result['unit_files'] = unit.files
 
     if p['state'] == 'absent':
-        restoring = plan_restore(files, backups, result)
-        commit(files, backups, result, check_mode, writer, p['backup'], restoring)
-        result['restart_required'] = bool(result['edited'])
+        restore(files, backups, result, check_mode, writer, p['backup'])
         if result['edited']:
             result.msg('flanneld re-creates its own rules when it restarts with --ip-masq.')
         return result

@@ -19,8 +19,7 @@ import os
 import re
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups import plan_restore
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import bounded, setup
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import bounded, managed_unit, restore, setup
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import commit
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.goflags import append_word, find_flag_all, fix_flags, set_arg
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.systemd import RUNTIME_DIRS, command_lines, joined_value, load_unit, referenced_vars
@@ -50,19 +49,12 @@ def kubelet_sync(params, run, find, writer, check_mode=False):
     result['version'] = None
     result['flag_sources'] = []
     result['would_change'] = False
-    unit = load_unit(files, p['unit_name'], unit_dirs)
-    if unit is None or unit.masked:
-        result.msg('%s is %s; kubelet is not managed.' % (p['unit_name'], 'masked' if unit else 'not installed'))
+    unit = managed_unit(files, p, unit_dirs, result, 'kubelet')
+    if unit is None:
         return result
-    result['installed'] = True
-    result['unit'] = unit.fragment
-    result['unit_files'] = unit.files
 
     if p['state'] == 'absent':
-        restoring = plan_restore(files, backups, result)
-        commit(files, backups, result, check_mode, writer, p['backup'], restoring)
-        result['restart_required'] = bool(result['edited'])
-        return result
+        return restore(files, backups, result, check_mode, writer, p['backup'])
 
     messages = []
     commands, extra, defs = command_lines(files, unit, env_files, messages)
