@@ -25,7 +25,7 @@ def write_temp(directory, data, mode=0o600, uid=None, gid=None, prefix='.ipmasq-
     """``data`` (bytes, or text written as UTF-8 with surrogateescape) in a new
     temporary file in ``directory``, synced, with ``mode`` and owner; returns
     its path.  On failure nothing is left behind."""
-    import tempfile  # pylint: disable=import-outside-toplevel  (a write happens only on a change)
+    import tempfile  # pylint: disable=import-outside-toplevel
 
     if not isinstance(data, bytes):
         data = data.encode('utf-8', 'surrogateescape')
