@@ -314,3 +314,28 @@ def test_ansible_doc_renders_every_plugin_and_the_role_from_the_installed_copy(f
         assert 'WARNING' not in text.stderr, text.stderr
         for name in wanted:
             assert name in text.stdout
+
+
+# ------------------------------------------------- root, no sudo (Debian 12)
+
+DOCS = ['README.md', 'roles/ip_masq/README.md', 'tests/molecule/README.md', 'bench/README.md']
+
+
+def test_documented_commands_and_scripts_need_no_sudo():
+    """CI and a fresh Debian 12 machine are root without sudo installed: no command
+    in the READMEs or the guides starts with sudo, and no script calls it."""
+    found = []
+    for rel in DOCS + ['docs/docsite/rst/' + f for f in os.listdir(os.path.join(ROOT, 'docs/docsite/rst'))]:
+        with open(os.path.join(ROOT, rel)) as handle:
+            for number, line in enumerate(handle, 1):
+                if re.match(r'^\s*(\$ |# )?sudo\s', line):
+                    found.append('%s:%d: %s' % (rel, number, line.strip()))
+    scripts = subprocess.run(['git', 'ls-files', '*.sh', 'bench/run', '.ci/run'], cwd=ROOT, capture_output=True,
+                             text=True, check=True).stdout.split()
+    for rel in scripts:
+        with open(os.path.join(ROOT, rel)) as handle:
+            for number, line in enumerate(handle, 1):
+                if re.search(r'(^|[;&|(]\s*)sudo\s', line.split('#')[0]):
+                    found.append('%s:%d: %s' % (rel, number, line.strip()))
+    assert found == []
+    assert 'bash scripts/demo.sh' in readme_commands() and 'bash tests/run-all.sh' in readme_commands()

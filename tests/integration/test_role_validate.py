@@ -52,6 +52,19 @@ def test_bad_inventory_fails_naming_host_and_every_bad_entry(tmp_path):
     assert 'fatal: [east-1]' not in out
 
 
+def test_bad_entries_get_advice_the_role_can_follow(tmp_path):
+    """The role has no bare_address or duplicates option: its messages must not
+    suggest them, only what to write in the inventory."""
+    inv = write_inventory(tmp_path, 'ip_masq_nonmasquerade_cidrs: [10.244.0.0/16, 10.30.0.7, 10.244.0.0/16]\n',
+                          'ip_masq_nonmasquerade_cidrs: [10.0.0.0/8]\n')
+    proc = play('role_validate.yml', inv)
+    out = proc.stdout + proc.stderr
+    assert 'fatal: [east-1]' in out and 'fatal: [west-1]' not in out
+    assert "'10.30.0.7': a bare address, not a CIDR: write 10.30.0.7/32 for the single host" in out
+    assert "duplicate of [0] '10.244.0.0/16'; remove it" in out
+    assert 'bare_address' not in out and 'duplicates=' not in out
+
+
 def test_catch_all_is_refused_with_advice(tmp_path):
     inv = write_inventory(tmp_path, 'ip_masq_nonmasquerade_cidrs: [0.0.0.0/1, 128.0.0.0/1]\n',
                           'ip_masq_nonmasquerade_cidrs: [10.0.0.0/8]\n')
