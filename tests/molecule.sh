@@ -187,7 +187,12 @@ mkdir -p build/collections/ansible_collections/ipmasq
 if [[ " ${scenarios[*]} " == *" example "* ]]; then
   rm -rf build/molecule/example-collections build/molecule/dist
   ansible-galaxy collection build --output-path build/molecule/dist . >/dev/null
-  ansible-galaxy collection install -p build/molecule/example-collections build/molecule/dist/ipmasq-agent-*.tar.gz >/dev/null
+  # (ANSIBLE_COLLECTIONS_PATH of its own: with this tree's on it, ansible-galaxy
+  # would find ipmasq.agent installed already and install nothing)
+  ANSIBLE_COLLECTIONS_PATH="$here/build/molecule/example-collections" ansible-galaxy collection install \
+    -p build/molecule/example-collections build/molecule/dist/ipmasq-agent-*.tar.gz >/dev/null
+  [ -f build/molecule/example-collections/ansible_collections/ipmasq/agent/roles/ip_masq/tasks/main.yml ] ||
+    { echo "molecule.sh: the example's collection did not install" >&2; exit 1; }
   log "example: installed $(basename build/molecule/dist/ipmasq-agent-*.tar.gz) into build/molecule/example-collections"
 fi
 
