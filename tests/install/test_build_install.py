@@ -37,7 +37,7 @@ SHIPPED = [
     'plugins/modules/*.py', 'plugins/module_utils/*.py', 'plugins/filter/*.py',
     'plugins/test/*.py', 'plugins/plugin_utils/*.py',
     'roles/ip_masq/README.md', 'roles/ip_masq/*/*.yml', 'roles/ip_masq/templates/*.j2',
-    'roles/ip_masq/files/*',
+    'roles/ip_masq/files/*', 'roles/ip_masq_args/*/*.yml',
     'playbooks/site.yml',
     'inventories/example/hosts.yml', 'inventories/example/group_vars/*.yml',
     'inventories/example/host_vars/*.yml',

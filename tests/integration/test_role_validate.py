@@ -83,6 +83,24 @@ def test_ipv6_cidr_while_ipv6_off_is_refused(tmp_path):
     assert 'fatal: [west-1]' not in out
 
 
+def test_a_wrong_type_reads_as_one_line_per_variable_without_the_spec_dump(tmp_path):
+    """ip_masq's dependency ip_masq_args runs ansible-core's validator on the same spec
+    before ansible-core's own check of ip_masq would print the whole spec after the error."""
+    inv = write_inventory(tmp_path, '', '')
+    proc = play('role_argspec.yml', inv, '{"ip_masq_nonmasquerade_cidrs": {"a": 1}, "ip_masq_cidr_limit": "many",'
+                                         ' "ip_masq_jump_position": "last"}')
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert 'ip_masq role variables of east-1:' in out
+    assert 'ip_masq_nonmasquerade_cidrs must be a list of strings, got a mapping: {"a": 1}' in out.replace('\\"', '"')
+    assert 'ip_masq_cidr_limit must be a whole number, got a string: "many"' in out.replace('\\"', '"')
+    assert 'ip_masq_jump_position must be one of: append, first, got: last' in out
+    # Not the spec dump, not the internal class names, and nothing after the check ran.
+    assert 'argument_spec_data' not in out and 'description' not in out and '<class' not in out
+    assert 'Validating arguments against arg spec' not in out
+    assert 'Validate and normalise the non-masquerade CIDRs' not in out
+
+
 @pytest.mark.parametrize('extra,fragment', [
     ('{"ip_masq_jump_position": "last"}', 'ip_masq_jump_position'),
     ('{"ip_masq_state": "gone"}', 'ip_masq_state'),
@@ -94,7 +112,7 @@ def test_argument_spec_rejects_bad_values_before_any_task(tmp_path, extra, fragm
     proc = play('role_argspec.yml', inv, extra)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
-    assert 'Validating arguments against arg spec' in out and fragment in out
+    assert 'ip_masq role variables of east-1:' in out and fragment in out
     # Nothing after the argument check ran.
     assert 'Validate and normalise the non-masquerade CIDRs' not in out
 
