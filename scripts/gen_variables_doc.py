@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Write docs/docsite/rst/variables.rst, the ip_masq role's variables reference,
 from roles/ip_masq/meta/argument_specs.yml (types, defaults, choices and the
 descriptions) and the section comments of roles/ip_masq/defaults/main.yml (the

@@ -34,8 +34,11 @@ py_ok() {  # py_ok PYTHON: Python >= 3.12 with a working venv module
 
 newest_python() {
   local c
+  local pyenv=()
+  # the machine image's interpreters, newest first (the glob stays as it is when none exists)
+  for c in /root/.pyenv/versions/3.1[2-9]*/bin/python3; do pyenv=("$c" "${pyenv[@]}"); done
   for c in "${IMQ_NEWEST_PYTHON:-}" "$(command -v python3.13 || true)" "$(command -v python3.12 || true)" \
-           $(ls -d /root/.pyenv/versions/3.1[2-9]*/bin/python3 2>/dev/null | sort -rV); do
+           "${pyenv[@]}"; do
     [ -n "$c" ] && py_ok "$c" && { echo "$c"; return 0; }
   done
   return 1

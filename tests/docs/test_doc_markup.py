@@ -9,7 +9,6 @@ and of the role's argument spec, as ansible-doc returns it, and applies
 ansible-doc's own patterns to it. Write addresses and code as V(...) or C(...).
 """
 import json
-import os
 import subprocess
 
 import pytest

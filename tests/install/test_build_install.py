@@ -295,7 +295,7 @@ def test_ansible_doc_renders_every_plugin_and_the_role_from_the_installed_copy(f
     names = plugin_names(path)
     assert ('module', 'masq_chain') in names and ('filter', 'nonmasq_guard') in names
     doc = os.path.join(BIN, 'ansible-doc')
-    for kind in sorted(set(k for k, _ in names) | {'role'}):
+    for kind in sorted({k for k, _name in names} | {"role"}):
         wanted = ['%s.%s' % (FQCN, n) for k, n in names if k == kind] if kind != 'role' else ['%s.ip_masq' % FQCN]
         proc = run([doc, '-t', kind, '--json'] + wanted, path, env)
         assert 'WARNING' not in proc.stderr and 'ERROR' not in proc.stderr, proc.stderr
