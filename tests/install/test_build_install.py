@@ -339,3 +339,22 @@ def test_documented_commands_and_scripts_need_no_sudo():
                     found.append('%s:%d: %s' % (rel, number, line.strip()))
     assert found == []
     assert 'bash scripts/demo.sh' in readme_commands() and 'bash tests/run-all.sh' in readme_commands()
+
+
+# ----------------------------------------- execution environment (ansible-builder)
+
+def test_ansible_builder_reads_the_controller_dependency_from_the_installed_copy(from_tarball):
+    """AWX / Automation Platform users build an execution environment with ansible-builder:
+    it must find netaddr through meta/execution-environment.yml of the installed collection,
+    with the same pin the tests run with."""
+    path, env = from_tarball
+    collections = os.path.dirname(os.path.dirname(os.path.dirname(path)))  # .../collections
+    proc = run([os.path.join(BIN, 'ansible-builder'), 'introspect', '--sanitize', collections], path, env)
+    data = yaml.safe_load(proc.stdout)
+    with open(os.path.join(ROOT, 'meta', 'ee-requirements.txt')) as handle:
+        declared = [ln.strip() for ln in handle if ln.strip() and not ln.startswith('#')]
+    assert [d.split('>')[0].split('=')[0] for d in declared] == ['netaddr']
+    assert data['python'] == ['%s  # from collection ipmasq.agent' % d for d in declared], proc.stdout
+    assert data['system'] == []
+    with open(os.path.join(ROOT, 'tests', 'requirements.txt')) as handle:
+        assert '-r ../meta/ee-requirements.txt' in handle.read().splitlines()
