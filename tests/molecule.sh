@@ -28,7 +28,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 
-all_scenarios=(default resync docker flannel traffic ipv6 removal)
+all_scenarios=(default resync docker flannel traffic ipv6 removal example)
 work="$here/build/molecule"
 venv="$here/build/molecule-venv"
 label=io.ipmasq.molecule
@@ -181,6 +181,20 @@ export ANSIBLE_COLLECTIONS_PATH="$here/build/collections"
 export ANSIBLE_FORCE_COLOR=0 PY_COLORS=0 NO_COLOR=1
 mkdir -p build/collections/ansible_collections/ipmasq
 [ -e build/collections/ansible_collections/ipmasq/agent ] || ln -sfn "$here" build/collections/ansible_collections/ipmasq/agent
+
+# The example scenario uses the collection as a user has it: built into a
+# release tarball and installed from it into an empty path.
+if [[ " ${scenarios[*]} " == *" example "* ]]; then
+  rm -rf build/molecule/example-collections build/molecule/dist
+  ansible-galaxy collection build --output-path build/molecule/dist . >/dev/null
+  # (ANSIBLE_COLLECTIONS_PATH of its own: with this tree's on it, ansible-galaxy
+  # would find ipmasq.agent installed already and install nothing)
+  ANSIBLE_COLLECTIONS_PATH="$here/build/molecule/example-collections" ansible-galaxy collection install \
+    -p build/molecule/example-collections build/molecule/dist/ipmasq-agent-*.tar.gz >/dev/null
+  [ -f build/molecule/example-collections/ansible_collections/ipmasq/agent/roles/ip_masq/tasks/main.yml ] ||
+    { echo "molecule.sh: the example's collection did not install" >&2; exit 1; }
+  log "example: installed $(basename build/molecule/dist/ipmasq-agent-*.tar.gz) into build/molecule/example-collections"
+fi
 
 # Namespaces left by a run that was killed outright (its pid is gone).
 for old in $(ip netns list | awk '{print $1}' | grep -E '^imq-molecule-[0-9]+$' || true); do

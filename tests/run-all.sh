@@ -5,15 +5,18 @@
 #   1. ansible-test sanity (ignore files empty),
 #   2. ansible-lint, production profile, strict,
 #   3. antsibull-changelog lint,
-#   4. the Molecule scenarios (podman containers, inside a network namespace
+#   4. the docsite (antsibull-docs + Sphinx, warnings fail: tests/docs/build-docsite.sh),
+#   5. the oldest supported and the newest ansible-core (tests/versions.sh):
+#      ansible-doc, the module and the role on each, sanity on the newest,
+#   6. the Molecule scenarios (podman containers, inside a network namespace
 #      of their own),
-#   5. pytest: unit tests, ansible-doc of every plugin, filters and role
-#      validation through ansible-playbook, and the integration tests against
-#      real iptables (nf_tables and legacy) and real packets in network
-#      namespaces.
+#   7. pytest: unit tests, ansible-doc of every plugin, filters and role
+#      validation through ansible-playbook, the release tarball and installing
+#      it, the changelog and the docs, and the integration tests against real
+#      iptables (nf_tables and legacy) and real packets in network namespaces.
 # Every step runs even when an earlier one failed; the exit status is
-# non-zero if any failed. SKIP_MOLECULE=1 leaves step 4 out (for a quick
-# local run; CI runs everything).
+# non-zero if any failed. SKIP_MOLECULE=1 leaves step 6 out and
+# SKIP_VERSIONS=1 step 5 (for a quick local run; CI runs everything).
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here" || exit 1
@@ -37,6 +40,10 @@ step() {
 step "ansible-test sanity" bash tests/sanity.sh
 step "ansible-lint" ansible-lint --offline --profile production --strict
 step "changelog lint" antsibull-changelog lint
+step "docsite" bash tests/docs/build-docsite.sh
+if [ "${SKIP_VERSIONS:-0}" != 1 ]; then
+  step "ansible-core versions" bash tests/versions.sh
+fi
 if [ "${SKIP_MOLECULE:-0}" != 1 ]; then
   step "molecule" bash tests/molecule.sh
 fi

@@ -18,7 +18,8 @@ mkdir -p "$dest"
 git ls-files -z --cached --others --exclude-standard | rsync -a --from0 --files-from=- ./ "$dest/"
 cd "$dest"
 git init -q . && git add -A >/dev/null
-export PATH="$here/.venv/bin:$PATH"
+# IMQ_ANSIBLE_BIN: the bin/ of another ansible-core's venv (tests/versions.sh).
+export PATH="${IMQ_ANSIBLE_BIN:-$here/.venv/bin}:$PATH"
 # ansible-test bootstraps pip in its sanity venvs with a script it downloads
 # from a host outside the registries these machines reach; give it ours.
 pip_version=$(python - <<'PY'

@@ -51,6 +51,16 @@ options:
     description: Name of the list in error messages, for example the variable name; without it
       messages say C(the list).
     type: str
+  option_hints:
+    description:
+      - Name this filter's options O(bare_address) and O(duplicates) in error messages as a way to
+        accept a bare address or a duplicate.
+      - Set it to V(false) where the list comes from somewhere that cannot pass them, such as the
+        P(ipmasq.agent.ip_masq#role) role's C(ip_masq_nonmasquerade_cidrs); the messages then only say
+        what to write instead.
+    type: bool
+    default: true
+    version_added: 1.0.0
 requirements:
   - netaddr (Python library, on the controller only)
 seealso:
@@ -94,14 +104,16 @@ NAME = fqcn('nonmasq_guard')
 
 
 def nonmasq_guard(value, *, allow_catch_all=False, bare_address='refuse', host_bits='error',
-                  duplicates='error', label=None):
+                  duplicates='error', label=None, option_hints=True):
     """Validate a non-masquerade list like cidr_list and refuse one that covers a whole family."""
     allow_catch_all = check_bool(NAME, 'allow_catch_all', allow_catch_all)
+    option_hints = check_bool(NAME, 'option_hints', option_hints)
     bare_address = check_choice(NAME, 'bare_address', bare_address, BARE_ADDRESS_CHOICES)
     host_bits = check_choice(NAME, 'host_bits', host_bits, HOST_BITS_CHOICES)
     duplicates = check_choice(NAME, 'duplicates', duplicates, DUPLICATES_CHOICES)
     cidrs = parse_list(NAME, value, label, bare_address=bare_address, host_bits=host_bits,
-                       duplicates=duplicates, extra_check=catch_all_check(allow_catch_all))
+                       duplicates=duplicates, extra_check=catch_all_check(allow_catch_all),
+                       option_hints=option_hints)
     return [cidr.text for cidr in cidrs]
 
 

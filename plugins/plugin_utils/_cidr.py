@@ -186,8 +186,13 @@ def _bad_address(addr: str, version: int) -> str:
 
 
 def parse_entry(value: object, bare_address: str = 'refuse',
-                host_bits: str = 'error', index: int = 0) -> tuple[Cidr | None, str | None]:
-    """Parse one list entry: (Cidr, None) when valid, else (None, reason)."""
+                host_bits: str = 'error', index: int = 0,
+                option_hints: bool = True) -> tuple[Cidr | None, str | None]:
+    """Parse one list entry: (Cidr, None) when valid, else (None, reason).
+
+    option_hints: name the filter option that would accept the entry (only where
+    the caller can pass it; the ip_masq role cannot).
+    """
     if not isinstance(value, str):
         return None, f'not a string but {type_phrase(value)}'
     text = value.strip()
@@ -204,6 +209,9 @@ def parse_entry(value: object, bare_address: str = 'refuse',
         return None, _bad_address(addr, version)
     if not slash:
         if bare_address != 'host':
+            if not option_hints:
+                return None, (f'a bare address, not a CIDR: write {cidr_text(version, first, bits)} '
+                              'for the single host')
             return None, (
                 f'a bare address, not a CIDR; refused (bare_address=refuse): write '
                 f'{cidr_text(version, first, bits)} for the single host, or pass '
@@ -238,7 +246,7 @@ def parse_entry(value: object, bare_address: str = 'refuse',
 
 def parse_list(plugin: str, value: object, label: str | None = None, *,
                bare_address: str = 'refuse', host_bits: str = 'error',
-               duplicates: str = 'allow', extra_check=None) -> list[Cidr]:
+               duplicates: str = 'allow', extra_check=None, option_hints: bool = True) -> list[Cidr]:
     """Parse a whole list; raise one CidrError naming every bad entry.
 
     duplicates: 'allow' keeps them, 'drop' keeps the first, 'error' reports them.
@@ -251,7 +259,7 @@ def parse_list(plugin: str, value: object, label: str | None = None, *,
     cidrs: list[Cidr] = []
     seen: dict[tuple[int, int, int], Cidr] = {}
     for index, item in enumerate(items):
-        cidr, reason = parse_entry(item, bare_address, host_bits, index)
+        cidr, reason = parse_entry(item, bare_address, host_bits, index, option_hints)
         if cidr is None:
             problems.append(f'[{index}] {show(item)}: {reason}')
             continue
@@ -264,9 +272,10 @@ def parse_list(plugin: str, value: object, label: str | None = None, *,
                 continue
             else:
                 again = '' if str(items[original.index]) == str(item) else f' (both are {cidr.text})'
+                way_out = "remove it, or pass duplicates='drop'" if option_hints else 'remove it'
                 problems.append(
                     f'[{index}] {show(item)}: duplicate of [{original.index}] '
-                    f"{show(items[original.index])}{again}; remove it, or pass duplicates='drop'")
+                    f"{show(items[original.index])}{again}; {way_out}")
                 continue
         cidrs.append(cidr)
     explanation = ''

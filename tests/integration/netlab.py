@@ -15,7 +15,8 @@ import tempfile
 
 PREFIX = 'imq-'
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-VENV_BIN = os.path.join(ROOT, '.venv', 'bin')
+# IMQ_ANSIBLE_BIN: the bin/ of another ansible-core's venv (tests/versions.sh).
+VENV_BIN = os.environ.get('IMQ_ANSIBLE_BIN') or os.path.join(ROOT, '.venv', 'bin')
 COLLECTIONS = os.path.join(ROOT, 'build', 'collections')
 _counter = itertools.count()
 _live = []

@@ -52,6 +52,19 @@ def test_bad_inventory_fails_naming_host_and_every_bad_entry(tmp_path):
     assert 'fatal: [east-1]' not in out
 
 
+def test_bad_entries_get_advice_the_role_can_follow(tmp_path):
+    """The role has no bare_address or duplicates option: its messages must not
+    suggest them, only what to write in the inventory."""
+    inv = write_inventory(tmp_path, 'ip_masq_nonmasquerade_cidrs: [10.244.0.0/16, 10.30.0.7, 10.244.0.0/16]\n',
+                          'ip_masq_nonmasquerade_cidrs: [10.0.0.0/8]\n')
+    proc = play('role_validate.yml', inv)
+    out = proc.stdout + proc.stderr
+    assert 'fatal: [east-1]' in out and 'fatal: [west-1]' not in out
+    assert "'10.30.0.7': a bare address, not a CIDR: write 10.30.0.7/32 for the single host" in out
+    assert "duplicate of [0] '10.244.0.0/16'; remove it" in out
+    assert 'bare_address' not in out and 'duplicates=' not in out
+
+
 def test_catch_all_is_refused_with_advice(tmp_path):
     inv = write_inventory(tmp_path, 'ip_masq_nonmasquerade_cidrs: [0.0.0.0/1, 128.0.0.0/1]\n',
                           'ip_masq_nonmasquerade_cidrs: [10.0.0.0/8]\n')
@@ -70,6 +83,24 @@ def test_ipv6_cidr_while_ipv6_off_is_refused(tmp_path):
     assert 'fatal: [west-1]' not in out
 
 
+def test_a_wrong_type_reads_as_one_line_per_variable_without_the_spec_dump(tmp_path):
+    """ip_masq's dependency ip_masq_args runs ansible-core's validator on the same spec
+    before ansible-core's own check of ip_masq would print the whole spec after the error."""
+    inv = write_inventory(tmp_path, '', '')
+    proc = play('role_argspec.yml', inv, '{"ip_masq_nonmasquerade_cidrs": {"a": 1}, "ip_masq_cidr_limit": "many",'
+                                         ' "ip_masq_jump_position": "last"}')
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert 'ip_masq role variables of east-1:' in out
+    assert 'ip_masq_nonmasquerade_cidrs must be a list of strings, got a mapping: {"a": 1}' in out.replace('\\"', '"')
+    assert 'ip_masq_cidr_limit must be a whole number, got a string: "many"' in out.replace('\\"', '"')
+    assert 'ip_masq_jump_position must be one of: append, first, got: last' in out
+    # Not the spec dump, not the internal class names, and nothing after the check ran.
+    assert 'argument_spec_data' not in out and 'description' not in out and '<class' not in out
+    assert 'Validating arguments against arg spec' not in out
+    assert 'Validate and normalise the non-masquerade CIDRs' not in out
+
+
 @pytest.mark.parametrize('extra,fragment', [
     ('{"ip_masq_jump_position": "last"}', 'ip_masq_jump_position'),
     ('{"ip_masq_state": "gone"}', 'ip_masq_state'),
@@ -81,7 +112,7 @@ def test_argument_spec_rejects_bad_values_before_any_task(tmp_path, extra, fragm
     proc = play('role_argspec.yml', inv, extra)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
-    assert 'Validating arguments against arg spec' in out and fragment in out
+    assert 'ip_masq role variables of east-1:' in out and fragment in out
     # Nothing after the argument check ran.
     assert 'Validate and normalise the non-masquerade CIDRs' not in out
 

@@ -111,3 +111,23 @@ def test_bad_options(options, phrase):
 
 def test_input_must_be_a_list():
     assert "got the string '0.0.0.0/0'" in error_of('0.0.0.0/0')
+
+
+def test_without_option_hints_messages_name_no_filter_option():
+    """The role passes option_hints=false: its users cannot pass bare_address or duplicates."""
+    with pytest.raises(AnsibleFilterError) as info:
+        nonmasq_guard(['10.1.2.3', '10.0.0.0/8', '10.0.0.0/8'], label='ip_masq_nonmasquerade_cidrs of n1',
+                      option_hints=False)
+    message = str(info.value)
+    assert "[0] '10.1.2.3': a bare address, not a CIDR: write 10.1.2.3/32 for the single host" in message
+    assert "[2] '10.0.0.0/8': duplicate of [1] '10.0.0.0/8'; remove it" in message
+    assert 'bare_address' not in message and 'duplicates=' not in message
+    with pytest.raises(AnsibleFilterError) as info:
+        nonmasq_guard(['10.1.2.3'], option_hints=False, bare_address='host', allow_catch_all='maybe')
+    assert 'allow_catch_all' in str(info.value)
+
+
+def test_option_hints_is_a_bool():
+    with pytest.raises(AnsibleFilterError) as info:
+        nonmasq_guard(['10.0.0.0/8'], option_hints='no thanks')
+    assert 'option_hints' in str(info.value)

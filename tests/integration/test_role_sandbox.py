@@ -1,0 +1,130 @@
+"""The whole ip_masq role (tasks/main.yml, not one tasks file) against real
+iptables in a network namespace, with its node-side parts: the config file,
+the resync code and the systemd units are written into a temporary directory
+(this machine's /etc, /usr/local and systemd are never touched), and the
+command line of the rendered ip-masq-agent.service is run in the namespace, as
+systemd would run it, to repair drift.
+
+tests/versions.sh runs this file with the oldest supported and the newest
+ansible-core (IMQ_ANSIBLE_BIN); pytest runs it with .venv's."""
+import os
+import shlex
+
+import yaml
+
+import netlab
+from test_masq_chain import FOREIGN, JUMP, chain_lines, not_ours, ours
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PLAYBOOK = os.path.join(HERE, 'playbooks', 'role_sandbox.yml')
+CIDRS = ['10.244.0.0/16', '10.30.0.0/16']   # cluster_east of inventories/example
+
+
+def role_vars(base, **extra):
+    base = str(base)
+    values = {
+        'ip_masq_nonmasquerade_cidrs': CIDRS,
+        'ip_masq_masq_link_local': False,
+        'ip_masq_config_path': os.path.join(base, 'etc/ip-masq-agent/config'),
+        'ip_masq_lib_dir': os.path.join(base, 'usr/local/lib/ipmasq-agent'),
+        'ip_masq_state_dir': os.path.join(base, 'var/lib/ipmasq-agent'),
+        'ip_masq_backup_dir': os.path.join(base, 'var/lib/ipmasq-agent/backup'),
+        'ip_masq_install_packages': False,
+        'ip_masq_docker': 'skip',
+        'ip_masq_flannel': 'skip',
+        'ip_masq_kubelet': 'skip',
+        'ip_masq_audit': 'fail',
+        '__ip_masq_unit_dir': os.path.join(base, 'etc/systemd/system'),
+        '__ip_masq_tmpfiles': os.path.join(base, 'etc/tmpfiles.d/ip-masq-agent.conf'),
+        '__ip_masq_xtables_lock': os.path.join(base, 'run/xtables.lock'),
+        '__ip_masq_manage_services': False,
+        # Where the role looks to see that the node runs systemd (/run/systemd/system).
+        '__ip_masq_systemd_dir': os.path.join(base, 'run/systemd/system'),
+    }
+    for directory in ('etc/systemd/system', 'etc/tmpfiles.d', 'run/systemd/system'):
+        os.makedirs(os.path.join(base, directory), exist_ok=True)
+    values.update(extra)
+    return values
+
+
+def run(node, values, check_mode=False, fail=False):
+    rc, tasks = netlab.playbook(node.ns, PLAYBOOK, extra_vars=values, backend=node.backend, check_mode=check_mode)
+    failed = [(name, res.get('msg')) for name, res in tasks if res.get('failed')]
+    if fail:
+        assert rc != 0 and len(failed) == 1, failed
+        return failed[0], [name for name, res in tasks if not res.get('skipped')]
+    assert rc == 0 and not failed, failed
+    return [name.split(' : ', 1)[-1] for name, res in tasks if res.get('changed')]
+
+
+def service_command(unit_dir):
+    """ExecStart= and Environment= of the rendered service, as systemd reads them."""
+    with open(os.path.join(unit_dir, 'ip-masq-agent.service')) as handle:
+        text = handle.read().replace('\\\n', ' ')
+    argv, env = None, {}
+    for line in text.splitlines():
+        if line.startswith('ExecStart='):
+            argv = [a.replace('$$', '$').replace('%%', '%') for a in shlex.split(line[len('ExecStart='):])]
+        elif line.startswith('Environment='):
+            env.update(item.split('=', 1) for item in shlex.split(line[len('Environment='):]))
+    assert argv, text
+    return argv, env
+
+
+def test_the_role_four_steps_then_the_resync_repairs_then_absent(node, tmp_path):
+    # kube-proxy's rules: foreign, kept, and accepted by the audit (ip_masq_audit: fail).
+    for args in FOREIGN:
+        if 'KUBE-POSTROUTING' in args:
+            node.ipt(*args)
+    foreign = not_ours(node.rules())
+    values = role_vars(tmp_path)
+    want = chain_lines(['169.254.0.0/16'] + CIDRS)   # masqLinkLocal false: link-local first
+    want = [want[0], JUMP % ('IP-MASQ-AGENT', 'IP-MASQ-AGENT')] + want[1:]
+
+    assert run(node, values, check_mode=True), 'check mode reported no change'
+    assert ours(node.rules()) == [] and not os.path.exists(values['ip_masq_config_path'])
+
+    changed = run(node, values)
+    assert 'Apply the IP-MASQ-AGENT chain' in ' '.join(changed), changed
+    assert ours(node.rules()) == want
+    assert not_ours(node.rules()) == foreign
+    with open(values['ip_masq_config_path']) as handle:
+        config = yaml.safe_load(handle)
+    assert config['nonMasqueradeCIDRs'] == CIDRS and config['masqLinkLocal'] is False
+    assert sorted(os.listdir(values['__ip_masq_unit_dir'])) == [
+        'ip-masq-agent.path', 'ip-masq-agent.service', 'ip-masq-agent.timer']
+
+    assert run(node, values, check_mode=True) == []
+    assert run(node, values) == []
+
+    # The node-side resync, as systemd starts it, repairs drift on its own.
+    node.ipt('-F', 'IP-MASQ-AGENT')
+    assert ours(node.rules()) != want
+    argv, env = service_command(values['__ip_masq_unit_dir'])
+    env['PATH'] = os.pathsep.join([node.backend.path_dir, '/usr/sbin', '/usr/bin', '/sbin', '/bin'])
+    proc = node.ns.exec(argv, check=False, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert ours(node.rules()) == want
+    assert not_ours(node.rules()) == foreign
+
+    absent = dict(values, ip_masq_state='absent')
+    assert run(node, absent)
+    assert ours(node.rules()) == [] and ours(node.rules(6)) == []
+    assert not_ours(node.rules()) == foreign
+    assert os.listdir(values['__ip_masq_unit_dir']) == []
+    assert not os.path.exists(values['ip_masq_config_path'])
+    assert run(node, absent) == []
+
+
+def test_a_node_without_systemd_is_told_up_front_and_nothing_changes(nft_node, tmp_path):
+    """The resync needs systemd: without /run/systemd/system the role stops before
+    its first change, saying why and what to do."""
+    values = role_vars(tmp_path, __ip_masq_systemd_dir=str(tmp_path / 'no-systemd-here'))
+    before = nft_node.save(4), nft_node.save(6)
+    (name, msg), ran = run(nft_node, values, fail=True)
+    assert name.endswith('Fail when the node does not run systemd'), name
+    assert 'localhost does not run systemd' in msg and 'ip_masq_resync_enabled: false' in msg
+    assert 'Nothing was changed' in msg
+    assert (nft_node.save(4), nft_node.save(6)) == before
+    assert not os.path.exists(values['ip_masq_config_path'])
+    assert not [n for n in ran if 'Install' in n or 'Write' in n or 'Apply' in n], ran

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# The collection on the oldest supported ansible-core (2.16) and on the newest
+# release (tests/versions/{oldest,newest}.txt):
+#
+#   bash tests/versions.sh              # both
+#   bash tests/versions.sh newest       # one of them
+#
+# For each version, a venv in build/core-<name>, made once and reused while its
+# requirements file and its Python are unchanged. Then, with that version's
+# ansible-playbook and ansible-doc (IMQ_ANSIBLE_BIN):
+#   - ansible-doc of every plugin and of the role (tests/docs/test_ansible_doc.py);
+#   - the module against real iptables (nf_tables) in network namespaces: the four-step
+#     check/apply/check/apply pattern, absent, the golden listings;
+#   - the whole role in a network namespace, its node-side parts (config file,
+#     resync code, units) in a temporary directory, and the resync service's
+#     command line run there (tests/integration/test_role_sandbox.py);
+#   - newest only: ansible-test sanity with empty ignore files (tests/sanity.sh).
+#
+# ansible-core 2.20 and later need Python >= 3.12, which Debian 12 does not
+# ship. The newest version's venv is made from the first of: $IMQ_NEWEST_PYTHON,
+# python3.13/python3.12 on PATH, the pyenv interpreters of this machine image
+# (/root/.pyenv/versions/3.1[2-9]*). Without one it fails, saying so.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+[ -x .venv/bin/pytest ] || { echo "versions.sh: run scripts/bootstrap.sh first" >&2; exit 2; }
+
+names=("$@")
+[ "${#names[@]}" -gt 0 ] || names=(oldest newest)
+
+py_ok() {  # py_ok PYTHON: Python >= 3.12 with a working venv module
+  "$1" -c 'import sys, venv, ensurepip, ssl; sys.exit(sys.version_info < (3, 12))' 2>/dev/null
+}
+
+newest_python() {
+  local c
+  local pyenv=()
+  # the machine image's interpreters, newest first (the glob stays as it is when none exists)
+  for c in /root/.pyenv/versions/3.1[2-9]*/bin/python3; do pyenv=("$c" "${pyenv[@]}"); done
+  for c in "${IMQ_NEWEST_PYTHON:-}" "$(command -v python3.13 || true)" "$(command -v python3.12 || true)" \
+           "${pyenv[@]}"; do
+    [ -n "$c" ] && py_ok "$c" && { echo "$c"; return 0; }
+  done
+  return 1
+}
+
+venv_for() {  # venv_for NAME PYTHON: build/core-NAME with tests/versions/NAME.txt
+  local name=$1 py=$2 venv="build/core-$1" reqs="tests/versions/$1.txt"
+  local want
+  want=$(cat "$reqs" meta/ee-requirements.txt <("$py" -V) | sha256sum | cut -d' ' -f1)
+  if [ "$(cat "$venv/.requirements.sha" 2>/dev/null)" != "$want" ]; then
+    echo "versions.sh: making $venv ($("$py" -V), $reqs)"
+    rm -rf "$venv"
+    "$py" -m venv "$venv"
+    "$venv/bin/pip" install -q --upgrade pip 2>&1 | { grep -v "^WARNING: Location" >&2 || true; }
+    "$venv/bin/pip" install -q -r "$reqs" 2>&1 | { grep -v "^WARNING: Location" >&2 || true; }
+    echo "$want" > "$venv/.requirements.sha"
+  fi
+  echo "versions.sh: $venv: ansible-core $("$venv/bin/python" -c 'import ansible.release as r; print(r.__version__)')"
+}
+
+failed=()
+for name in "${names[@]}"; do
+  case "$name" in
+    oldest) py=/usr/bin/python3 ;;
+    newest)
+      if ! py=$(newest_python); then
+        echo "versions.sh: FAILED: the newest ansible-core needs Python >= 3.12 with venv and ssl, and none was" >&2
+        echo "  found (IMQ_NEWEST_PYTHON, python3.13/python3.12 on PATH, /root/.pyenv/versions/3.1[2-9]*)." >&2
+        echo "  Install one, or point IMQ_NEWEST_PYTHON at it." >&2
+        failed+=("$name: no Python >= 3.12")
+        continue
+      fi
+      ;;
+    *) echo "versions.sh: unknown version set $name (oldest, newest)" >&2; exit 2 ;;
+  esac
+  if ! venv_for "$name" "$py"; then
+    failed+=("$name: venv")
+    continue
+  fi
+  bin="$here/build/core-$name/bin"
+  if [ "$name" = newest ]; then
+    # A newer minor release than the file allows: say so (the file is raised by hand).
+    latest=$("$bin/pip" index versions ansible-core 2>/dev/null | sed -n 's/^ansible-core (\(.*\))$/\1/p' || true)
+    have=$("$bin/python" -c 'import ansible.release as r; print(r.__version__)')
+    if [ -n "$latest" ] && [ "${latest%.*}" != "${have%.*}" ]; then
+      echo "versions.sh: NOTE: ansible-core $latest is out; tests/versions/newest.txt still says ${have%.*}"
+    fi
+  fi
+  echo "== ansible-core $name: ansible-doc, module, role"
+  # nf_tables backend only: which iptables backend the node uses does not
+  # depend on the controller's ansible-core (the main pytest run covers both).
+  if ! IMQ_ANSIBLE_BIN="$bin" .venv/bin/pytest -q -n 2 -p no:cacheprovider -k "not legacy" \
+      tests/docs/test_ansible_doc.py tests/integration/test_role_sandbox.py \
+      "tests/integration/test_masq_chain.py::test_defaults_four_steps_and_exact_rules" \
+      "tests/integration/test_masq_chain.py::test_absent_four_steps_removes_everything_and_keeps_foreign_rules" \
+      "tests/integration/test_masq_chain.py::test_golden_seed000_listing" \
+      "tests/integration/test_masq_chain.py::test_ipv6"; then
+    failed+=("$name: pytest")
+  fi
+  if [ "$name" = newest ]; then
+    echo "== ansible-core $name: ansible-test sanity"
+    IMQ_ANSIBLE_BIN="$bin" bash tests/sanity.sh || failed+=("$name: sanity")
+  fi
+done
+if [ "${#failed[@]}" -gt 0 ]; then
+  echo "versions.sh: FAILED: ${failed[*]}"
+  exit 1
+fi
+echo "versions.sh: ok (${names[*]})"
