@@ -199,7 +199,9 @@ def test_rolling_run_stops_before_the_remaining_hosts_are_touched(fleet):
     fleet.write_host_vars(east2, ip_masq_config_path='/proc/imq-no-such-dir/config')
     before = {h.name: sessions(h) for h in fleet.hosts}
 
-    run = fleet.playbook('site.yml', extra_vars={'ip_masq_serial': 1, 'ip_masq_max_fail_percentage': 0})
+    # Two hosts per batch: east-1 and east-2, then west-1. One failure in the
+    # first batch is over 0 %, so the second batch never starts.
+    run = fleet.playbook('site.yml', extra_vars={'ip_masq_serial': 2, 'ip_masq_max_fail_percentage': 0})
     assert run.rc != 0
     assert run.failed_hosts() == ['east-2'], run.explain()
     assert returns(east1) == EAST, 'the first batch ran'
