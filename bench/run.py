@@ -3,8 +3,9 @@
     sudo bash bench/run                # full run (N = 3, 100, 1,000, 5,000), about 8-10 minutes
     sudo bash bench/run --quick        # N = 3 and 100 only, about 2 minutes
     sudo bash bench/run --peer-full    # also measure the ansible.builtin.iptables apply at N = 1,000 (+4 min)
-    sudo bash bench/run --parts core,cycle   # some parts only (ansible core profile cycle aggregate fleet)
+    sudo bash bench/run --parts core,cycle   # some parts only (ansible core profile cycle aggregate fleet ssh)
     sudo bash bench/run --parts core,cycle --baseline main   # also the "before" rows of revision main
+    sudo bash bench/run --parts ssh          # the SSH fleet: 1, 10 and 50 hosts (about 15-25 minutes)
 
 Benchmarks, not tests: nothing here asserts a time; the report says where we
 stand against each target.  Everything that touches iptables runs inside
@@ -25,6 +26,7 @@ import tempfile
 import time
 
 import benchlib
+import fleet_ssh
 from benchlib import CHAIN, make_cidrs, median, netlab
 
 sys.path.insert(0, benchlib.COLLECTIONS)
@@ -35,7 +37,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.runner import m
 
 FULL_SIZES = (3, 100, 1000, 5000)
 QUICK_SIZES = (3, 100)
-PARTS = ('ansible', 'core', 'profile', 'cycle', 'aggregate', 'fleet')
+PARTS = ('ansible', 'core', 'profile', 'cycle', 'aggregate', 'fleet', 'ssh')
 PEER_COMMENT_RET = _ipt.COMMENT_RETURN
 TARGET_CORE_RATIO = 1.5
 TARGET_PEER_SPEEDUP = 50.0
@@ -658,6 +660,9 @@ def report(info, results, opts):
                               wall / row['hosts'], _x(_ratio(wall, base)), cpu / row['hosts']))
         out.append('')
 
+    if results.get('ssh'):
+        out.append(fleet_ssh.report(results['ssh']))
+
     prof = results.get('profile')
     if prof:
         out += ['## Where the core\'s time goes (N=%d, best of several, ms)' % prof['size'], '',
@@ -689,6 +694,9 @@ def main():
                         help='tasks file (in bench/playbooks) each fleet host runs; the role goes here')
     parser.add_argument('--baseline', metavar='REV',
                         help='also measure git revision REV (e.g. main) in parts core and cycle: before/after rows')
+    parser.add_argument('--ssh-hosts', default=None,
+                        help='host counts of the SSH fleet part (default 1,10,50; --quick: 1,10)')
+    parser.add_argument('--ssh-reps', type=int, default=None, help='repetitions of each SSH fleet run (default 3; --quick: 1)')
     parser.add_argument('--out', help='report file (default bench/results/<date>-<host>[-quick].md)')
     parser.add_argument('--json', help='also write the raw results as JSON here')
     opts = parser.parse_args()
@@ -729,6 +737,10 @@ def main():
                                           reps=1 if opts.quick else 2)
         if 'ansible' in parts:
             results['ansible'] = part_ansible(sizes, backend, workdir, opts)
+        if 'ssh' in parts:
+            hosts = opts.ssh_hosts or ('1,10' if opts.quick else '1,10,50')
+            results['ssh'] = fleet_ssh.part_ssh([int(x) for x in hosts.split(',')],
+                                                opts.ssh_reps or (1 if opts.quick else 3))
     finally:
         netlab.cleanup_all()
         backend.remove()

@@ -6,16 +6,68 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 
-apt_pkgs=(iptables nftables iproute2 python3 python3-venv python3-pip rsync iputils-ping netcat-openbsd conntrack tcpdump git shellcheck systemd)
+# openssh-server: the SSH fleet test (tests/integration/fleetlab.py) starts
+# /usr/sbin/sshd itself, one per test host inside that host's network
+# namespace. The package's own daemon must never run on this machine: see
+# below.
+apt_pkgs=(iptables nftables iproute2 python3 python3-venv python3-pip rsync iputils-ping netcat-openbsd conntrack tcpdump git shellcheck systemd openssh-server)
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "ok installed"; }
 missing=()
 for p in "${apt_pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+  installed "$p" || missing+=("$p")
 done
+sshd_was_missing=0
+installed openssh-server || sshd_was_missing=1
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "bootstrap: installing Debian packages: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
+  # No service may start while packages install (openssh-server's postinst
+  # would start sshd on port 22 of this machine): policy-rc.d answers 101
+  # ("action forbidden") to invoke-rc.d / deb-systemd-invoke. One that is
+  # already there is left as it is; ours is removed again.
+  policy=/usr/sbin/policy-rc.d
+  own_policy=0
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\n# scripts/bootstrap.sh: no service starts during the install\nexit 101\n' > "$policy"
+    chmod 0755 "$policy"
+    own_policy=1
+    trap 'rm -f "$policy"' EXIT
+  fi
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  if [ "$own_policy" = 1 ]; then rm -f "$policy"; trap - EXIT; fi
+fi
+
+# The package's own sshd: when this script installed openssh-server, the
+# service is disabled and masked (ssh.service, ssh.socket) and Debian's
+# /etc/ssh/sshd_not_to_be_run keeps its init script and unit from starting it.
+# An openssh-server that was there before is the machine owner's: left alone.
+if [ "$sshd_was_missing" = 1 ]; then
+  echo "bootstrap: openssh-server is for the fleet test only: its own service is disabled and masked"
+  touch /etc/ssh/sshd_not_to_be_run
+  if command -v systemctl >/dev/null; then
+    if [ -d /run/systemd/system ]; then
+      systemctl disable --now ssh.service ssh.socket >/dev/null 2>&1 || true
+    else
+      systemctl disable ssh.service ssh.socket >/dev/null 2>&1 || true
+    fi
+    systemctl mask ssh.service ssh.socket >/dev/null 2>&1 || true
+  fi
+fi
+if [ -e /etc/ssh/sshd_not_to_be_run ]; then
+  # Check: not enabled, and no daemon started from the package's own config
+  # (the fleet test's daemons all run with -f <their own config>).
+  if command -v systemctl >/dev/null; then
+    state=$(systemctl is-enabled ssh.service 2>/dev/null || true)
+    case "$state" in
+      enabled|enabled-runtime|static|alias)
+        echo "bootstrap: ssh.service is $state: disable it (systemctl mask ssh.service)" >&2; exit 1 ;;
+    esac
+  fi
+  if [ -s /run/sshd.pid ] && kill -0 "$(cat /run/sshd.pid)" 2>/dev/null; then
+    echo "bootstrap: the openssh-server package's own sshd is running (pid $(cat /run/sshd.pid)): stop it" >&2
+    exit 1
+  fi
 fi
 
 # The venv is made from Debian's own python3 so that what CI sees is what a

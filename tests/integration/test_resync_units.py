@@ -1,9 +1,9 @@
 """The role's resync pieces: the systemd units rendered by Ansible from the
 role's templates (checked with ``systemd-analyze verify``, and the command
 line systemd parses out of the unit run for real in a network namespace), and
-the tasks files resync.yml / resync_absent.yml run with every path pointing
-into a temporary directory and systemd left out (this machine's systemd, /etc
-and /run are never touched)."""
+the whole role run with the resync on, then off, with every path pointing
+into a temporary directory and systemctl left out (this machine's systemd,
+/etc and /run are never touched)."""
 import os
 import re
 import shlex
@@ -37,9 +37,19 @@ def install_core(lib):
 SYSTEMD_ANALYZE = shutil.which('systemd-analyze')
 
 
-def playbook(path, extra_vars, check_mode=False):
-    with netlab.Netns('units') as ns:
+def playbook(path, extra_vars, check_mode=False, ns=None):
+    """Run in ``ns``, or in a namespace of its own."""
+    if ns is not None:
         return netlab.playbook(ns, path, extra_vars=extra_vars, check_mode=check_mode)
+    with netlab.Netns('units') as own:
+        return netlab.playbook(own, path, extra_vars=extra_vars, check_mode=check_mode)
+
+
+@pytest.fixture
+def node_ns():
+    """One namespace for every run of a test: the node the role runs on."""
+    with netlab.Netns('node') as ns:
+        yield ns
 
 
 def changed(tasks):
@@ -179,10 +189,11 @@ def role_vars(base, **extra):
         'ip_masq_lib_dir': os.path.join(base, 'usr/local/lib/ipmasq-agent'),
         'ip_masq_state_dir': os.path.join(base, 'var/lib/ipmasq-agent'),
         'ip_masq_config_path': os.path.join(base, 'etc/ip-masq-agent/config'),
-        '__ip_masq_unit_dir': os.path.join(base, 'etc/systemd/system'),
-        '__ip_masq_tmpfiles': os.path.join(base, 'etc/tmpfiles.d/ip-masq-agent.conf'),
-        '__ip_masq_lock_files': [os.path.join(base, 'run/xtables.lock'), os.path.join(base, 'run/ipmasq-agent.lock')],
-        '__ip_masq_manage_services': False,
+        'ip_masq_unit_dir': os.path.join(base, 'etc/systemd/system'),
+        'ip_masq_tmpfiles_dir': os.path.join(base, 'etc/tmpfiles.d'),
+        'ip_masq_backup_dir': os.path.join(base, 'var/lib/ipmasq-agent/backup'),
+        '__ip_masq_xtables_lock': os.path.join(base, 'run/xtables.lock'),
+        '__ip_masq_writers_lock': os.path.join(base, 'run/ipmasq-agent.lock'),
     }
     for directory in ('etc/systemd/system', 'etc/tmpfiles.d', 'run'):
         os.makedirs(os.path.join(base, directory), exist_ok=True)
@@ -190,18 +201,21 @@ def role_vars(base, **extra):
     return values
 
 
-def test_resync_tasks_install_idempotently_and_absent_removes_only_ours(tmp_path):
+def test_resync_installs_idempotently_and_switching_it_off_removes_only_ours(tmp_path, node_ns):
     values = role_vars(tmp_path)
+    units = os.path.join(str(tmp_path), 'etc/systemd/system')
+    tmpfiles = os.path.join(str(tmp_path), 'etc/tmpfiles.d/ip-masq-agent.conf')
+    locks = [values['__ip_masq_xtables_lock'], values['__ip_masq_writers_lock']]
     pkg = os.path.join(values['ip_masq_lib_dir'], PKG)
 
-    rc, tasks = playbook(ROLE_PLAYBOOK, dict(values), check_mode=True)
+    rc, tasks = playbook(ROLE_PLAYBOOK, dict(values), check_mode=True, ns=node_ns)
     assert rc == 0, failed(tasks)
     assert not os.path.exists(values['ip_masq_lib_dir']), 'check mode wrote files'
-    assert os.listdir(values['__ip_masq_unit_dir']) == []
+    assert os.listdir(units) == []
 
-    rc, tasks = playbook(ROLE_PLAYBOOK, dict(values))
+    rc, tasks = playbook(ROLE_PLAYBOOK, dict(values), ns=node_ns)
     assert rc == 0, failed(tasks)
-    assert 'Install the resync service, timer and path unit' in changed(tasks)
+    assert "Write the agent's files on the node and see what it already has" in changed(tasks)
     installed = sorted(n for n in os.listdir(pkg) if n.endswith('.py'))
     assert set(n + '.py' for n in RESYNC_NEEDS) <= set(installed)
     for name in installed:
@@ -209,47 +223,55 @@ def test_resync_tasks_install_idempotently_and_absent_removes_only_ours(tmp_path
             assert a.read() == b.read(), name
     assert sorted(f.split('.')[0] for f in os.listdir(os.path.join(pkg, '__pycache__'))) == sorted(
         n[:-3] for n in installed)
-    assert sorted(os.listdir(values['__ip_masq_unit_dir'])) == sorted(UNITS)
-    with open(values['__ip_masq_tmpfiles']) as handle:
+    assert sorted(os.listdir(units)) == sorted(UNITS)
+    with open(tmpfiles) as handle:
         text = handle.read()
-    for lock in values['__ip_masq_lock_files']:
+    for lock in locks:
         assert 'f %s 0600 root root -' % lock in text
         assert oct(os.stat(lock).st_mode & 0o777) == '0o600'
-    with open(os.path.join(values['__ip_masq_unit_dir'], 'ip-masq-agent.service')) as handle:
+    with open(os.path.join(units, 'ip-masq-agent.service')) as handle:
         assert '--config "%s"' % values['ip_masq_config_path'] in handle.read()
 
-    rc, tasks = playbook(ROLE_PLAYBOOK, dict(values))
+    rc, tasks = playbook(ROLE_PLAYBOOK, dict(values), ns=node_ns)
     assert rc == 0 and changed(tasks) == [], changed(tasks)
-    rc, tasks = playbook(ROLE_PLAYBOOK, dict(values), check_mode=True)
+    rc, tasks = playbook(ROLE_PLAYBOOK, dict(values), check_mode=True, ns=node_ns)
     assert rc == 0 and changed(tasks) == [], changed(tasks)
 
-    # absent: our files go; the state directory and what else it holds stay.
+    # Resync off: our files go; the state directory and what else it holds stay.
     os.makedirs(values['ip_masq_state_dir'])
     with open(os.path.join(values['ip_masq_state_dir'], 'last-good-config'), 'w') as handle:
         handle.write('nonMasqueradeCIDRs: []\n')
-    os.makedirs(os.path.join(values['ip_masq_state_dir'], 'backup'))
-    absent = dict(values, resync_tasks='resync_absent')
-    rc, tasks = playbook(ROLE_PLAYBOOK, absent)
+    os.makedirs(os.path.join(values['ip_masq_state_dir'], 'backup'), exist_ok=True)
+    off = dict(values, ip_masq_resync_enabled=False)
+    rc, tasks = playbook(ROLE_PLAYBOOK, off, check_mode=True, ns=node_ns)
+    assert rc == 0 and 'Remove the resync units, the tmpfiles.d entry and the last good config' in changed(
+        tasks), changed(tasks)
+    assert 'Remove the resync code (and ip_masq_lib_dir when nothing else is in it)' in changed(tasks)
+    assert sorted(os.listdir(units)) == sorted(UNITS), 'check mode removed files'
+    rc, tasks = playbook(ROLE_PLAYBOOK, off, ns=node_ns)
     assert rc == 0, failed(tasks)
     assert not os.path.exists(values['ip_masq_lib_dir'])
-    assert os.listdir(values['__ip_masq_unit_dir']) == []
-    assert not os.path.exists(values['__ip_masq_tmpfiles'])
+    assert os.listdir(units) == []
+    assert not os.path.exists(tmpfiles)
     assert os.listdir(values['ip_masq_state_dir']) == ['backup']
-    for lock in values['__ip_masq_lock_files']:
+    for lock in locks:
         assert os.path.exists(lock), 'the lock files are shared with other runs and tools'
+    assert os.path.exists(values['ip_masq_config_path'])
 
-    rc, tasks = playbook(ROLE_PLAYBOOK, absent)
+    # Nothing left: the removal steps are not even included.
+    rc, tasks = playbook(ROLE_PLAYBOOK, off, ns=node_ns)
     assert rc == 0 and changed(tasks) == [], changed(tasks)
+    assert not [name for name, _result in tasks if 'Remove the resync' in name]
 
 
-def test_absent_keeps_a_lib_dir_that_holds_other_files(tmp_path):
+def test_switching_off_keeps_a_lib_dir_that_holds_other_files(tmp_path, node_ns):
     values = role_vars(tmp_path)
-    rc, tasks = playbook(ROLE_PLAYBOOK, dict(values))
+    rc, tasks = playbook(ROLE_PLAYBOOK, dict(values), ns=node_ns)
     assert rc == 0, failed(tasks)
     other = os.path.join(values['ip_masq_lib_dir'], 'someone-elses-file')
     with open(other, 'w') as handle:
         handle.write('keep me\n')
-    rc, tasks = playbook(ROLE_PLAYBOOK, dict(values, resync_tasks='resync_absent'))
+    rc, tasks = playbook(ROLE_PLAYBOOK, dict(values, ip_masq_resync_enabled=False), ns=node_ns)
     assert rc == 0, failed(tasks)
     assert os.listdir(values['ip_masq_lib_dir']) == ['someone-elses-file']
 
@@ -259,11 +281,13 @@ def test_absent_keeps_a_lib_dir_that_holds_other_files(tmp_path):
     ({'ip_masq_resync_interval': '0s'}, 'a positive Go duration'),
     ({'ip_masq_config_path': '/etc/ip masq/config'}, 'must be absolute paths'),
     ({'ip_masq_lib_dir': 'relative/lib'}, 'must be absolute paths'),
+    ({'ip_masq_unit_dir': '/etc/systemd/my units'}, 'must be absolute paths'),
 ])
 def test_bad_paths_and_intervals_fail_before_anything_is_written(tmp_path, extra, fragment):
     values = role_vars(tmp_path, **extra)
     rc, tasks = playbook(ROLE_PLAYBOOK, values)
     assert rc != 0
     assert any(fragment in (msg or '') for _name, msg in failed(tasks)), failed(tasks)
-    assert os.listdir(values['__ip_masq_unit_dir']) == []
+    assert os.listdir(os.path.join(str(tmp_path), 'etc/systemd/system')) == []
     assert not os.path.exists(str(tmp_path / 'usr'))
+    assert not os.path.exists(str(tmp_path / 'etc' / 'ip-masq-agent'))

@@ -34,10 +34,11 @@ def role_vars(base, **extra):
         'ip_masq_flannel': 'skip',
         'ip_masq_kubelet': 'skip',
         'ip_masq_audit': 'fail',
-        '__ip_masq_unit_dir': os.path.join(base, 'etc/systemd/system'),
-        '__ip_masq_tmpfiles': os.path.join(base, 'etc/tmpfiles.d/ip-masq-agent.conf'),
+        'ip_masq_unit_dir': os.path.join(base, 'etc/systemd/system'),
+        'ip_masq_tmpfiles_dir': os.path.join(base, 'etc/tmpfiles.d'),
+        'ip_masq_resync_systemctl': False,
         '__ip_masq_xtables_lock': os.path.join(base, 'run/xtables.lock'),
-        '__ip_masq_manage_services': False,
+        '__ip_masq_writers_lock': os.path.join(base, 'run/ipmasq-agent.lock'),
         # Where the role looks to see that the node runs systemd (/run/systemd/system).
         '__ip_masq_systemd_dir': os.path.join(base, 'run/systemd/system'),
     }
@@ -91,7 +92,7 @@ def test_the_role_four_steps_then_the_resync_repairs_then_absent(node, tmp_path)
     with open(values['ip_masq_config_path']) as handle:
         config = yaml.safe_load(handle)
     assert config['nonMasqueradeCIDRs'] == CIDRS and config['masqLinkLocal'] is False
-    assert sorted(os.listdir(values['__ip_masq_unit_dir'])) == [
+    assert sorted(os.listdir(values['ip_masq_unit_dir'])) == [
         'ip-masq-agent.path', 'ip-masq-agent.service', 'ip-masq-agent.timer']
 
     assert run(node, values, check_mode=True) == []
@@ -100,7 +101,7 @@ def test_the_role_four_steps_then_the_resync_repairs_then_absent(node, tmp_path)
     # The node-side resync, as systemd starts it, repairs drift on its own.
     node.ipt('-F', 'IP-MASQ-AGENT')
     assert ours(node.rules()) != want
-    argv, env = service_command(values['__ip_masq_unit_dir'])
+    argv, env = service_command(values['ip_masq_unit_dir'])
     env['PATH'] = os.pathsep.join([node.backend.path_dir, '/usr/sbin', '/usr/bin', '/sbin', '/bin'])
     proc = node.ns.exec(argv, check=False, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -111,7 +112,7 @@ def test_the_role_four_steps_then_the_resync_repairs_then_absent(node, tmp_path)
     assert run(node, absent)
     assert ours(node.rules()) == [] and ours(node.rules(6)) == []
     assert not_ours(node.rules()) == foreign
-    assert os.listdir(values['__ip_masq_unit_dir']) == []
+    assert os.listdir(values['ip_masq_unit_dir']) == []
     assert not os.path.exists(values['ip_masq_config_path'])
     assert run(node, absent) == []
 
@@ -122,9 +123,10 @@ def test_a_node_without_systemd_is_told_up_front_and_nothing_changes(nft_node, t
     values = role_vars(tmp_path, __ip_masq_systemd_dir=str(tmp_path / 'no-systemd-here'))
     before = nft_node.save(4), nft_node.save(6)
     (name, msg), ran = run(nft_node, values, fail=True)
-    assert name.endswith('Fail when the node does not run systemd'), name
+    assert name.endswith("Write the agent's files on the node and see what it already has"), name
     assert 'localhost does not run systemd' in msg and 'ip_masq_resync_enabled: false' in msg
-    assert 'Nothing was changed' in msg
+    assert 'Nothing was changed' in msg and 'no-systemd-here is missing' in msg
     assert (nft_node.save(4), nft_node.save(6)) == before
     assert not os.path.exists(values['ip_masq_config_path'])
-    assert not [n for n in ran if 'Install' in n or 'Write' in n or 'Apply' in n], ran
+    assert not [n for n in ran if 'Install' in n or 'Apply' in n], ran
+    assert not os.listdir(values['ip_masq_unit_dir'])

@@ -49,4 +49,5 @@ class CallbackModule(CallbackBase):
         self._record(result, unreachable=True, failed=True)
 
     def v2_playbook_on_stats(self, stats):
-        self._display.display(json.dumps({'plays': self.plays}, default=str))
+        recap = {host: stats.summarize(host) for host in sorted(stats.processed)}
+        self._display.display(json.dumps({'plays': self.plays, 'stats': recap}, default=str))

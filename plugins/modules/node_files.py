@@ -1,0 +1,530 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, ipmasq.agent contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: node_files
+short_description: Write, remove or look at several files on a node in one round trip
+version_added: 1.0.0
+description:
+  - Manages a list of files in one module run, so that a role whose files did not change costs
+    one round trip to the node instead of two per file (C(ansible.builtin.template) and
+    C(ansible.builtin.copy) each run C(stat), then C(file), on every file they find unchanged).
+  - Each entry of O(files) is written with O(files[].content) when the file differs (or, without
+    O(files[].content), made to exist with its content left alone), and gets its mode, owner and
+    group when given (in the entry, or for every entry in O(mode), O(owner) and O(group)).
+  - Each path of O(absent) is removed, whether a file, a link or a whole directory tree.
+  - The paths of O(query) are only looked at, before anything is written (RV(existing), RV(queried)).
+  - Every entry is read and checked before anything is written, so a bad entry (relative path,
+    unknown owner, a directory where a file should be) fails the task and changes nothing.
+  - A file is written to a temporary file in its directory and renamed over the old one, so a
+    reader never sees half a file. A symbolic link at the path is replaced by the file, as
+    C(ansible.builtin.copy) does. Missing parent directories are created with O(directory_mode).
+  - Needs only Python's standard library on the node.
+author:
+  - ipmasq.agent maintainers (@ipmasq)
+attributes:
+  check_mode:
+    support: full
+    description: Reads every file and reports what would change; writes and removes nothing.
+  diff_mode:
+    support: full
+    description: One diff per file that changes (its content before and after; for a removed directory, its name).
+  platform:
+    support: full
+    platforms: posix
+    description: Any POSIX node with Python.
+options:
+  files:
+    description:
+      - The files to write, in the order given. A path may appear once in O(files), O(absent) and O(query) together.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path:
+        description: Absolute path of the file.
+        type: path
+        required: true
+      content:
+        description:
+          - The whole content of the file, written as UTF-8 exactly as given (no newline is added).
+          - Omitted, an existing file keeps its content and a missing one is created empty.
+        type: str
+      mode:
+        description: Permissions as an octal string, for example V("0644"). Overrides O(mode).
+        type: str
+      owner:
+        description: User name that owns the file. Overrides O(owner).
+        type: str
+      group:
+        description: Group name of the file. Overrides O(group).
+        type: str
+  absent:
+    description:
+      - Paths to remove, after the files are written. A directory is removed with everything in it.
+    type: list
+    elements: path
+    default: []
+  query:
+    description:
+      - Paths that are only looked at. Nothing is changed there.
+    type: list
+    elements: path
+    default: []
+  mode:
+    description:
+      - Permissions of every file of O(files) that does not set its own, as an octal string such as V("0644").
+      - Unset, a new file gets V(0644) less the umask and an existing file keeps its mode.
+    type: str
+  owner:
+    description: Owner of every file of O(files) that does not set its own. Unset, an existing file keeps its owner.
+    type: str
+  group:
+    description: Group of every file of O(files) that does not set its own. Unset, an existing file keeps its group.
+    type: str
+  directory_mode:
+    description: Permissions of the parent directories this module creates (owner and group are those of the file).
+    type: str
+    default: "0755"
+  require:
+    description:
+      - Paths that must exist on the node. When one is missing the task fails with O(require_msg) before anything
+        is written, so a node that cannot take the files is told up front and nothing changes (the role checks
+        that the node runs systemd this way, in the round trip that writes its files).
+    type: list
+    elements: path
+    default: []
+  require_msg:
+    description: The sentence the failure for a missing O(require) path starts with.
+    type: str
+    default: A path this task needs is missing on the node.
+notes:
+  - Only the missing parents of the files of O(files) are created; nothing outside the paths listed is removed.
+  - The files of O(files) are written together or not at all - every new content is staged beside its file
+    before the first file is replaced, and if replacing a later one fails, the files already replaced are put
+    back. Removals (O(absent)) come after every write has succeeded.
+seealso:
+  - module: ansible.builtin.copy
+  - module: ansible.builtin.file
+'''
+
+EXAMPLES = r'''
+- name: Write a config file and a unit, and look whether an old unit is still installed
+  ipmasq.agent.node_files:
+    owner: root
+    group: root
+    mode: "0644"
+    files:
+      - path: /etc/ip-masq-agent/config
+        content: "{{ lookup('ansible.builtin.template', 'config.yaml.j2') }}"
+      - path: /etc/systemd/system/ip-masq-agent.timer
+        content: "{{ lookup('ansible.builtin.template', 'ip-masq-agent.timer.j2') }}"
+      - path: /run/xtables.lock
+        mode: "0600"
+    absent:
+      - /etc/systemd/system/old-agent.service
+    query:
+      - /usr/sbin/iptables-restore
+  register: files
+
+- name: Restart the timer when its unit changed
+  ansible.builtin.systemd_service:
+    name: ip-masq-agent.timer
+    state: restarted
+    daemon_reload: true
+  when: "'/etc/systemd/system/ip-masq-agent.timer' in files.changed_paths"
+'''
+
+RETURN = r'''
+files:
+  description: One entry per path of O(files), then of O(absent), in the order given.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    path:
+      description: The path.
+      type: str
+    state:
+      description: V(present) (a path of O(files)) or V(absent).
+      type: str
+    existed:
+      description: Whether something was at the path before the run.
+      type: bool
+    exists:
+      description: Whether something is at the path after the run (in check mode, would be).
+      type: bool
+    type:
+      description: What was at the path before the run, V(file), V(directory), V(link), V(other), or null.
+      type: str
+    changed:
+      description: Whether this file changed (in check mode, would change).
+      type: bool
+    actions:
+      description: What was done (or would be), for example V(write content), V(mode 0600 -> 0644), V(remove).
+      type: list
+      elements: str
+changed_paths:
+  description: The paths that changed (in check mode, would change).
+  returned: always
+  type: list
+  elements: str
+existing:
+  description:
+    - The paths of O(files) (they exist after the run, or would in check mode), then the paths of O(query) where
+      something was found.
+  returned: always
+  type: list
+  elements: str
+queried:
+  description: One entry per path of O(query), in the order given.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    path:
+      description: The path.
+      type: str
+    type:
+      description: What is at the path, V(file), V(directory), V(link), V(other), or null when nothing is.
+      type: str
+'''
+
+import errno
+import grp
+import os
+import pwd
+import re
+import shutil
+import stat
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_bytes, to_native, to_text
+
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import remove_quietly, write_temp
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import Writer
+from ansible_collections.ipmasq.agent.plugins.module_utils._module import run_module
+
+MODE_RE = re.compile(r'^0?[0-7]{3}$|^[0-7]{4}$')
+DIFF_LIMIT = 65536
+
+
+class Bad(Exception):
+    pass
+
+
+def _mode(value, what):
+    if value is None:
+        return None
+    if not isinstance(value, str) or not MODE_RE.match(value):
+        raise Bad('%s: mode %r is not an octal string such as "0644"' % (what, value))
+    return int(value, 8)
+
+
+def _uid(name, what):
+    if name is None:
+        return None
+    try:
+        return pwd.getpwnam(name).pw_uid
+    except KeyError:
+        raise Bad('%s: owner %r is not a user on this node' % (what, name))
+
+
+def _gid(name, what):
+    if name is None:
+        return None
+    try:
+        return grp.getgrnam(name).gr_gid
+    except KeyError:
+        raise Bad('%s: group %r is not a group on this node' % (what, name))
+
+
+def _kind(st):
+    if st is None:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        return 'link'
+    if stat.S_ISDIR(st.st_mode):
+        return 'directory'
+    if stat.S_ISREG(st.st_mode):
+        return 'file'
+    return 'other'
+
+
+def _lstat(path):
+    try:
+        return os.lstat(path)
+    except OSError as e:
+        if e.errno in (errno.ENOENT, errno.ENOTDIR):
+            return None
+        raise Bad('%s: cannot be read: %s' % (path, to_native(e.strerror)))
+
+
+def _read(path):
+    try:
+        with open(path, 'rb') as handle:
+            return handle.read()
+    except (IOError, OSError) as e:
+        raise Bad('%s: cannot be read: %s' % (path, to_native(e.strerror)))
+
+
+def _text_for_diff(data):
+    if data is None:
+        return ''
+    if len(data) > DIFF_LIMIT or b'\0' in data:
+        return '<%d bytes, not shown>\n' % len(data)
+    return to_text(data, errors='surrogate_or_replace')
+
+
+def _missing_parents(path):
+    """The parent directories of ``path`` that do not exist, outermost first."""
+    missing = []
+    parent = os.path.dirname(path)
+    while parent and parent != '/' and not os.path.isdir(parent):
+        if os.path.lexists(parent):
+            raise Bad('%s: %s is in the way of its directory (not a directory)' % (path, parent))
+        missing.append(parent)
+        parent = os.path.dirname(parent)
+    return list(reversed(missing))
+
+
+def _path(path, seen, option):
+    if not path or not os.path.isabs(path) or '\0' in path:
+        raise Bad('%s: %r is not an absolute path' % (option, path))
+    path = os.path.normpath(path)
+    if path in seen:
+        raise Bad('%s: listed more than once' % path)
+    seen.add(path)
+    return path
+
+
+def plan(entries, absent, query, defaults, directory_mode):
+    """Read every path and decide what to do; nothing is changed here.
+    Returns (items, queried)."""
+    seen = set()
+    out = []
+    dir_mode = _mode(directory_mode, 'directory_mode')
+    _mode(defaults['mode'], 'mode')
+    _uid(defaults['owner'], 'owner')
+    _gid(defaults['group'], 'group')
+    todo = [('present', entry) for entry in entries] + [('absent', {'path': path}) for path in absent]
+    for state, entry in todo:
+        path = _path(entry['path'], seen, 'files' if state == 'present' else 'absent')
+        what = 'files[%s]' % path
+        if state == 'present':
+            entry = dict(entry)
+            for key in ('mode', 'owner', 'group'):
+                if entry.get(key) is None:
+                    entry[key] = defaults[key]
+        st = _lstat(path)
+        item = {'path': path, 'state': state, 'existed': st is not None, 'type': _kind(st),
+                'actions': [], 'before': None, 'after': None}
+        if state == 'absent':
+            item['exists'] = False
+            if st is not None:
+                item['actions'].append('remove %s' % item['type'])
+                if item['type'] == 'file':
+                    item['before'] = _read(path)
+                else:
+                    item['before'] = ('<%s>\n' % item['type']).encode()
+                item['after'] = b''
+        else:
+            mode = _mode(entry.get('mode'), what)
+            uid = _uid(entry.get('owner'), what)
+            gid = _gid(entry.get('group'), what)
+            if item['type'] in ('directory', 'other'):
+                raise Bad('%s: a %s is at this path, not a file' % (path, item['type']))
+            content = entry.get('content')
+            want = None if content is None else to_bytes(content, errors='surrogate_or_strict')
+            item.update(exists=True, mode=mode, uid=uid, gid=gid, content=want,
+                        parents=_missing_parents(path), dir_mode=dir_mode)
+            have = _read(path) if item['type'] == 'file' else None
+            if item['parents']:
+                item['actions'].append('create directory %s' % ', '.join(item['parents']))
+            if item['type'] != 'file':
+                item['write'] = True
+                item['actions'].append('write content' if want is not None else 'create empty file')
+                if item['type'] == 'link':
+                    item['actions'][-1] += ' (replaces the link)'
+                item['before'], item['after'] = b'', (want or b'')
+            elif want is not None and have != want:
+                item['write'] = True
+                item['actions'].append('write content')
+                item['before'], item['after'] = have, want
+            else:
+                item['write'] = False
+                if mode is not None and stat.S_IMODE(st.st_mode) != mode:
+                    item['actions'].append('mode %04o -> %04o' % (stat.S_IMODE(st.st_mode), mode))
+                if uid is not None and st.st_uid != uid:
+                    item['actions'].append('owner %s -> %s' % (st.st_uid, entry['owner']))
+                if gid is not None and st.st_gid != gid:
+                    item['actions'].append('group %s -> %s' % (st.st_gid, entry['group']))
+        item['changed'] = bool(item['actions'])
+        out.append(item)
+    queried = [{'path': p, 'type': _kind(_lstat(p))} for p in [_path(p, seen, 'query') for p in query]]
+    return out, queried
+
+
+def _make_parents(item):
+    for directory in item['parents']:
+        if os.path.isdir(directory):     # made for an earlier entry of this run
+            continue
+        os.mkdir(directory, item['dir_mode'])
+        os.chmod(directory, item['dir_mode'])     # not narrowed by the umask
+        if item['uid'] is not None or item['gid'] is not None:
+            os.chown(directory, -1 if item['uid'] is None else item['uid'], -1 if item['gid'] is None else item['gid'])
+
+
+def _stage(item, content):
+    """``content`` in a temporary file beside the item's path, with the mode and
+    owner it is to have (asked for, else the present file's, else 0644)."""
+    st = _lstat(item['path'])
+    present = st is not None and _kind(st) == 'file'
+    mode = item['mode'] if item['mode'] is not None else (stat.S_IMODE(st.st_mode) if present else 0o644)
+    uid = item['uid'] if item['uid'] is not None else (st.st_uid if present else None)
+    gid = item['gid'] if item['gid'] is not None else (st.st_gid if present else None)
+    return write_temp(os.path.dirname(item['path']), content or b'', mode, uid, gid,
+                      prefix='.%s.' % os.path.basename(item['path']))
+
+
+def _attributes(item):
+    # atomic_move keeps the mode of a file it replaces and may apply the umask
+    # to a new one: set what was asked for (again) either way.
+    path = item['path']
+    if item['mode'] is not None:
+        os.chmod(path, item['mode'])
+    if item['uid'] is not None or item['gid'] is not None:
+        os.chown(path, -1 if item['uid'] is None else item['uid'], -1 if item['gid'] is None else item['gid'])
+
+
+def _remove(item):
+    path = item['path']
+    if item['type'] == 'directory':
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
+
+
+def _put_back(writer, done):
+    """Undo the writes in ``done``; return the paths that could not be put back."""
+    failed = []
+    for item in reversed(done):
+        try:
+            if item['existed'] and item['type'] == 'file':
+                writer.move(_stage(item, item['before']), item['path'])
+            else:
+                os.unlink(item['path'])
+        except (MasqError, IOError, OSError):
+            failed.append(item['path'])
+    return failed
+
+
+def apply(module, items):
+    """Write every file (all or nothing), then set attributes, then remove."""
+    writer = Writer(module)
+    writes = [i for i in items if i['changed'] and i['state'] == 'present' and i['write']]
+    staged = {}
+    current = None
+    try:
+        for current in writes:
+            _make_parents(current)
+            staged[current['path']] = _stage(current, current['content'])
+    except (IOError, OSError) as e:
+        for tmp in staged.values():
+            remove_quietly(tmp)
+        raise MasqError('%s: cannot be written (%s). Nothing was changed.' % (current['path'], to_native(e.strerror or e)))
+    done = []
+    for current in writes:
+        try:
+            writer.move(staged.pop(current['path']), current['path'])
+            _attributes(current)
+        except (MasqError, IOError, OSError) as e:
+            for tmp in staged.values():
+                remove_quietly(tmp)
+            why = getattr(e, 'msg', None) or to_native(getattr(e, 'strerror', None) or e)
+            failed = _put_back(writer, done + [current])
+            if failed:
+                raise MasqError('%s: cannot be written (%s), and %s could not be put back as it was.'
+                                % (current['path'], why, ', '.join(failed)),
+                                changed=True, changed_paths=[i['path'] for i in done])
+            raise MasqError('%s: cannot be written (%s).%s Nothing was changed.'
+                            % (current['path'], why, ' The files written before it (%s) were put back.'
+                               % ', '.join(i['path'] for i in done) if done else ''))
+        done.append(current)
+    changed = [i['path'] for i in done]
+    for current in items:
+        if not current['changed'] or current in writes:
+            continue
+        try:
+            if current['state'] == 'absent':
+                _remove(current)
+            else:
+                _make_parents(current)
+                _attributes(current)
+        except (IOError, OSError) as e:
+            raise MasqError('%s: %s failed: %s' % (current['path'], ', '.join(current['actions']), to_native(e)),
+                            changed=bool(changed), changed_paths=changed)
+        changed.append(current['path'])
+
+
+def manage(module, _run, _find):
+    p = module.params
+    missing = [path for path in p['require'] if not os.path.lexists(path)]
+    if missing:
+        raise MasqError('%s (%s is missing.)' % (p['require_msg'].rstrip(), ', '.join(missing)))
+    try:
+        items, queried = plan(p['files'], p['absent'], p['query'], {k: p[k] for k in ('mode', 'owner', 'group')},
+                              p['directory_mode'])
+    except Bad as e:
+        raise MasqError('%s. Nothing was changed.' % e)
+    if not module.check_mode:
+        apply(module, items)
+    result = {
+        'changed': any(i['changed'] for i in items),
+        'changed_paths': [i['path'] for i in items if i['changed']],
+        'existing': [i['path'] for i in items if i['exists']] + [q['path'] for q in queried if q['type']],
+        'queried': queried,
+        'files': [{key: i[key] for key in ('path', 'state', 'existed', 'exists', 'type', 'changed', 'actions')}
+                  for i in items],
+        'diff': [{'before_header': i['path'], 'after_header': i['path'],
+                  'before': _text_for_diff(i['before']), 'after': _text_for_diff(i['after'])}
+                 for i in items if i['changed'] and i['before'] is not None],
+    }
+    return result
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            files=dict(type='list', elements='dict', default=[], options=dict(
+                path=dict(type='path', required=True),
+                content=dict(type='str'),
+                mode=dict(type='str'),
+                owner=dict(type='str'),
+                group=dict(type='str'),
+            )),
+            absent=dict(type='list', elements='path', default=[]),
+            query=dict(type='list', elements='path', default=[]),
+            mode=dict(type='str'),
+            owner=dict(type='str'),
+            group=dict(type='str'),
+            directory_mode=dict(type='str', default='0755'),
+            require=dict(type='list', elements='path', default=[]),
+            require_msg=dict(type='str', default='A path this task needs is missing on the node.'),
+        ),
+        supports_check_mode=True,
+    )
+    run_module(module, manage)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,215 @@
+"""A real site run: playbooks/site.yml and playbooks/audit.yml over SSH against
+a small fleet (3 hosts in 2 clusters, the example inventory's group_vars),
+each host a network namespace with its own OpenSSH server
+(tests/integration/fleetlab.py). The plays say become: true; Ansible logs in
+as root (ansible_user: root, as the README says to write it), so it runs no
+sudo, which is not installed on CI machines."""
+import json
+import os
+import re
+
+import pytest
+
+import fleetlab
+import netlab
+from test_masq_chain import CHAIN
+
+LINK_LOCAL = '169.254.0.0/16'
+EAST = [LINK_LOCAL, '10.244.0.0/16', '10.30.0.0/16']         # inventories/example/group_vars/cluster_east.yml
+WEST_V4 = ['172.18.0.0/16', '10.168.0.0/16']                  # cluster_west.yml (masqLinkLocal: true)
+WEST_V6 = ['fe80::/10', 'fd00:18::/48']
+DOCKER_RULE = ['-s', '172.17.0.0/16', '!', '-o', 'docker0', '-j', 'MASQUERADE']
+# What the machine itself has at the paths the role writes by default: the
+# test hosts must leave them as they were.
+MACHINE_PATHS = ['/etc/ip-masq-agent/config', '/etc/systemd/system/ip-masq-agent.service',
+                 '/etc/systemd/system/ip-masq-agent.timer', '/etc/systemd/system/ip-masq-agent.path',
+                 '/etc/tmpfiles.d/ip-masq-agent.conf', '/usr/local/lib/ipmasq-agent', '/var/lib/ipmasq-agent']
+# Node round trips (SSH commands) per host in a run that changes nothing:
+# files, chain, audit; with the resync on also its code (create the
+# directory; for each of the three copied files a temporary directory made
+# and removed, a stat and a file module run; byte-compile).
+NO_CHANGE_BUDGET = {'resync off': 3, 'resync on': 17}
+
+
+def machine_state():
+    return {p: (os.stat(p).st_mtime_ns if os.path.lexists(p) else None) for p in MACHINE_PATHS}
+
+
+def returns(host, family=4):
+    """The destinations of our chain's RETURN rules on ``host``, in order."""
+    rules = [r for r in netlab.nat_rules(host.nat(family)) if r.startswith('-A %s ' % CHAIN)]
+    return [re.search(r' -d (\S+) ', r).group(1) for r in rules if r.endswith('-j RETURN')]
+
+
+def jumps(host):
+    return [r for r in netlab.nat_rules(host.nat()) if r.endswith('-j ' + CHAIN)]
+
+
+def sessions(host):
+    """SSH commands this host's sshd has run so far."""
+    with open(host.sshd_log, encoding='utf-8', errors='replace') as handle:
+        return handle.read().count('Starting session:')
+
+
+def run_ok(fleet, playbook, *args, **kwargs):
+    run = fleet.playbook(playbook, *args, **kwargs)
+    assert run.rc == 0, run.explain()
+    return run
+
+
+def recap_changed(run):
+    return {host: stats['changed'] for host, stats in run.stats.items()}
+
+
+def our_sshds(fleet_dir):
+    """sshd processes still running with a config below ``fleet_dir``."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir('/proc')):
+        try:
+            with open('/proc/%s/cmdline' % pid, 'rb') as handle:
+                argv = handle.read().split(b'\0')
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b'sshd') and any(fleet_dir.encode() in a for a in argv):
+            found.append(int(pid))
+    return found
+
+
+@pytest.fixture
+def fleet():
+    with fleetlab.Fleet() as made:
+        yield made
+
+
+def test_site_run_over_ssh_then_no_change_check_mode_and_tags(fleet):
+    before = machine_state()
+    east1, east2, west1 = fleet.host('east-1'), fleet.host('east-2'), fleet.host('west-1')
+
+    # Check mode on fresh hosts: every host would change, nothing is written.
+    run = run_ok(fleet, 'site.yml', check=True)
+    assert sorted(run.changed_hosts()) == ['east-1', 'east-2', 'west-1']
+    assert all(jumps(h) == [] for h in fleet.hosts)
+    assert all(not os.path.exists(h.path('etc')) for h in fleet.hosts)
+
+    # The site run, as root over SSH: each cluster gets its own group_vars.
+    run = run_ok(fleet, 'site.yml')
+    assert recap_changed(run) and all(recap_changed(run).values()), run.stats
+    assert returns(east1) == EAST and returns(east2) == EAST
+    assert returns(west1) == WEST_V4 and returns(west1, 6) == WEST_V6
+    assert '--random-fully' in west1.nat() and '--random-fully' not in east1.nat()
+    for host in fleet.hosts:
+        with open(host.path('etc', 'ip-masq-agent', 'config')) as handle:
+            config = handle.read()
+        assert ('10.244.0.0/16' in config) == (host.cluster == 'cluster_east')
+        assert sorted(os.listdir(host.path('etc', 'systemd', 'system'))) == [
+            'ip-masq-agent.path', 'ip-masq-agent.service', 'ip-masq-agent.timer']
+
+    # Again: nothing changes on any host, and few commands reach a node.
+    counts = {h.name: sessions(h) for h in fleet.hosts}
+    run = run_ok(fleet, 'site.yml')
+    assert recap_changed(run) == {'east-1': 0, 'east-2': 0, 'west-1': 0}
+    for host in fleet.hosts:
+        assert sessions(host) - counts[host.name] <= NO_CHANGE_BUDGET['resync on'], host.name
+
+    # Check mode and diff mode of a converged fleet: nothing to change.
+    run = run_ok(fleet, 'site.yml', check=True, diff=True)
+    assert run.changed_hosts() == []
+
+    # The resync off: the units and code go (once), then three commands per host.
+    off = {'ip_masq_resync_enabled': False}
+    run = run_ok(fleet, 'site.yml', extra_vars=off)
+    assert all(not os.path.exists(h.path('usr', 'local', 'lib', 'ipmasq-agent')) for h in fleet.hosts)
+    assert all(os.listdir(h.path('etc', 'systemd', 'system')) == [] for h in fleet.hosts)
+    counts = {h.name: sessions(h) for h in fleet.hosts}
+    run = run_ok(fleet, 'site.yml', extra_vars=off)
+    assert run.changed_hosts() == []
+    for host in fleet.hosts:
+        assert sessions(host) - counts[host.name] == NO_CHANGE_BUDGET['resync off'], host.name
+
+    # --tags still picks steps: only the chain (and the validation) runs.
+    west1.ipt('-F', CHAIN)
+    run = run_ok(fleet, 'site.yml', '--tags', 'ip_masq_chain', extra_vars=off)
+    ran = [name.split(' : ', 1)[-1] for name, hosts in run.tasks if any(not r.get('skipped') for r in hosts.values())]
+    assert 'Apply the IP-MASQ-AGENT chain and its POSTROUTING jump' in ran
+    assert not [name for name in ran if name.startswith(("Write the agent's files", 'Check that our chain'))], ran
+    assert run.changed_hosts() == ['west-1'] and returns(west1) == WEST_V4
+
+    assert machine_state() == before, 'a test host wrote to the machine itself'
+    fleet_dir = fleet.dir
+    fleet.down()
+    assert our_sshds(fleet_dir) == []
+
+
+def test_fleet_report_names_the_off_policy_hosts_and_can_gate(fleet):
+    run_ok(fleet, 'site.yml')
+    east2, west1 = fleet.host('east-2'), fleet.host('west-1')
+    east2.ipt('-I', 'POSTROUTING', *DOCKER_RULE)      # Docker's default-bridge rule
+    west1.ipt('-F', CHAIN)                             # our chain emptied
+    nat_before = {h.name: (h.nat(4), h.nat(6)) for h in fleet.hosts}
+    out = os.path.join(fleet.dir, 'report')
+
+    files_before = {h.name: sorted(os.walk(h.root)) for h in fleet.hosts}
+    run_ok(fleet, 'audit.yml', extra_vars={'ip_masq_report_path': out})
+    # It only reads (a drifted chain shows as "changed", as in check mode).
+    assert {h.name: (h.nat(4), h.nat(6)) for h in fleet.hosts} == nat_before
+    assert {h.name: sorted(os.walk(h.root)) for h in fleet.hosts} == files_before
+    with open(out + '.json') as handle:
+        report = json.load(handle)
+    with open(out + '.md') as handle:
+        markdown = handle.read()
+
+    assert report['off_policy_hosts'] == ['east-2', 'west-1']
+    hosts = report['hosts']
+    assert hosts['east-1']['policy'] == 'ok' and hosts['east-1']['findings'] == []
+    assert hosts['east-1']['chain'] == 'in place' and hosts['east-2']['chain'] == 'in place'
+    assert hosts['west-1']['chain'] == 'drifted'
+    assert any('rewrite chain IP-MASQ-AGENT' in a for a in hosts['west-1']['chain_actions'])
+    docker = [f for f in hosts['east-2']['findings'] if f['severity'] == 'off-policy']
+    assert len(docker) == 1 and 'docker SNAT rule' in docker[0]['what'] and '172.17.0.0/16' in docker[0]['what']
+    assert '"ip-masq": false' in docker[0]['do']
+    for host in hosts.values():
+        assert host['backend'] == 'nf_tables' and re.match(r'^\d+\.\d+\.\d+$', host['iptables'])
+        assert host['kernel'] == os.uname().release
+        assert host['resync'] == 'not checked'   # ip_masq_resync_systemctl: false on the test hosts
+    assert report['groups'] == {
+        'cluster_east': dict(hosts=2, off_policy=1, chain_missing=0, chain_drifted=0, foreign_snat=1, offenders=1,
+                             resync_not_active=0, unreadable=0),
+        'cluster_west': dict(hosts=1, off_policy=1, chain_missing=0, chain_drifted=1, foreign_snat=0, offenders=0,
+                             resync_not_active=0, unreadable=0)}
+    assert report['totals']['off_policy'] == 2
+    assert '**2 off-policy** (east-2, west-1)' in markdown
+    assert '### east-2' in markdown and '### west-1' in markdown and '### east-1' not in markdown
+    assert '| cluster_west | 1 | 1 | 0 | 1 |' in markdown
+
+    # The gate: the same report, and the off-policy hosts fail the run.
+    run = fleet.playbook('audit.yml', extra_vars={'ip_masq_report_path': out, 'ip_masq_report_fail': True})
+    assert run.rc != 0 and run.failed_hosts() == ['east-2', 'west-1'], run.explain()
+    assert os.path.exists(out + '.md')
+
+    # Repaired: the chain back by a site run, Docker's rule removed by hand.
+    east2.ipt('-D', 'POSTROUTING', *DOCKER_RULE)
+    run_ok(fleet, 'site.yml')
+    run = run_ok(fleet, 'audit.yml', extra_vars={'ip_masq_report_path': out, 'ip_masq_report_fail': True})
+    with open(out + '.json') as handle:
+        assert json.load(handle)['off_policy_hosts'] == []
+
+
+def test_rolling_run_stops_before_the_remaining_hosts_are_touched(fleet):
+    east1, east2, west1 = fleet.host('east-1'), fleet.host('east-2'), fleet.host('west-1')
+    # east-2 fails on the node: its config file cannot be written there.
+    fleet.write_host_vars(east2, ip_masq_config_path='/proc/imq-no-such-dir/config')
+    before = {h.name: sessions(h) for h in fleet.hosts}
+
+    # Two hosts per batch: east-1 and east-2, then west-1. One failure in the
+    # first batch is over 0 %, so the second batch never starts.
+    run = fleet.playbook('site.yml', extra_vars={'ip_masq_serial': 2, 'ip_masq_max_fail_percentage': 0})
+    assert run.rc != 0
+    assert run.failed_hosts() == ['east-2'], run.explain()
+    assert jumps(east2) == []
+    # east-1, in the same batch, stopped after that task too (its config file
+    # was written, the chain not applied); the third host was never touched:
+    # no SSH session, no rule, not in the recap.
+    assert os.path.exists(east1.path('etc', 'ip-masq-agent', 'config')) and jumps(east1) == []
+    assert sessions(west1) == before['west-1']
+    assert jumps(west1) == [] and 'west-1' not in run.stats
+    assert run.touched_hosts() == ['east-1', 'east-2']
