@@ -451,7 +451,7 @@ def apply(module, items):
             for tmp in staged.values():
                 remove_quietly(tmp)
             why = getattr(e, 'msg', None) or to_native(getattr(e, 'strerror', None) or e)
-            failed = _put_back(writer, done + [current])
+            failed = _put_back(writer, done)
             if failed:
                 raise MasqError('%s: cannot be written (%s), and %s could not be put back as it was.'
                                 % (current['path'], why, ', '.join(failed)),
