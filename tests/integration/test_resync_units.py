@@ -194,8 +194,9 @@ def role_vars(base, **extra):
         'ip_masq_backup_dir': os.path.join(base, 'var/lib/ipmasq-agent/backup'),
         '__ip_masq_xtables_lock': os.path.join(base, 'run/xtables.lock'),
         '__ip_masq_writers_lock': os.path.join(base, 'run/ipmasq-agent.lock'),
+        '__ip_masq_systemd_dir': os.path.join(base, 'run/systemd/system'),
     }
-    for directory in ('etc/systemd/system', 'etc/tmpfiles.d', 'run'):
+    for directory in ('etc/systemd/system', 'etc/tmpfiles.d', 'run/systemd/system'):
         os.makedirs(os.path.join(base, directory), exist_ok=True)
     values.update(extra)
     return values
