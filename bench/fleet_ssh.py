@@ -130,6 +130,8 @@ def _reset(fleet):
         host.ns.exec(['ip6tables-restore'], input='*nat\nCOMMIT\n')
         for name in os.listdir(host.root):
             shutil.rmtree(os.path.join(host.root, name), ignore_errors=True)
+        # What the host's "booted with systemd" test looks at (fleetlab's host_vars).
+        os.makedirs(os.path.join(host.root, 'run', 'systemd', 'system'))
 
 
 def _median(runs):

@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: cidr_aggregate
 short_description: The smallest list of CIDRs that covers exactly the same addresses
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Merges duplicates, CIDRs contained in others, and adjacent CIDRs that together form a larger
     aligned block, and returns the shortest list of CIDRs whose union is exactly the union of the

@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: cidr_aggregate_report
 short_description: Aggregate a list of CIDRs and report what was merged into what
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Computes the same aggregate as P(ipmasq.agent.cidr_aggregate#filter) and explains it, so that a
     user can see why 40 entries became 12.

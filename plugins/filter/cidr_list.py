@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: cidr_list
 short_description: Validate a list of CIDRs and return it in canonical form
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Checks every entry of a list of CIDRs on the controller and returns the list in canonical
     text form (IPv4 dotted quad, IPv6 compressed lowercase as C(ip6tables-save) prints it),

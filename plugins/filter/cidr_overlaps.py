@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: cidr_overlaps
 short_description: Report how the CIDRs of one list overlap those of another
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Compares two lists of CIDRs and returns every overlapping pair (two CIDRs overlap only when one
     contains the other or they are equal), and sorts the entries of the first list into those fully

@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: cidr_split
 short_description: Split a list of CIDRs into its IPv4 and IPv6 parts
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Returns a dictionary with the IPv4 CIDRs under C(ipv4) and the IPv6 CIDRs under C(ipv6), each in
     canonical text form and in the order given; duplicates are kept.

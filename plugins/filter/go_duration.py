@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: go_duration
 short_description: Read a Go duration such as the ip-masq-agent's resyncInterval
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Parses a duration in the syntax of Go's C(time.ParseDuration), which the Kubernetes
     ip-masq-agent uses for C(resyncInterval) - for example C(60s), C(1m0s), C(500ms),

@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: nonmasq_guard
 short_description: Validate a non-masquerade CIDR list and refuse one that covers everything
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - The check to run on the non-masquerade list (the CIDRs that get a RETURN rule in the
     C(IP-MASQ-AGENT) chain) before any node is touched.

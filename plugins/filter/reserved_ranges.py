@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: reserved_ranges
 short_description: Add the reserved IPv4 ranges the Kubernetes ip-masq-agent can exempt
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Returns the input list followed by the reserved IPv4 ranges that the Kubernetes ip-masq-agent
     exempts from masquerading with C(--nomasq-all-reserved-ranges) - C(100.64.0.0/10),

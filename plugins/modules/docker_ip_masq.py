@@ -12,7 +12,7 @@ DOCUMENTATION = r'''
 ---
 module: docker_ip_masq
 short_description: Stop Docker from masquerading its default bridge
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - >-
     Sets C("ip-masq": false) in Docker's C(daemon.json) so that Docker adds no C(MASQUERADE) rule for its

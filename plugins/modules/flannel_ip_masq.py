@@ -12,7 +12,7 @@ DOCUMENTATION = r'''
 ---
 module: flannel_ip_masq
 short_description: Stop flanneld (run by systemd) from masquerading pod traffic
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Removes C(--ip-masq) (also written C(-ip-masq), C(--ip-masq=true), C(-ip-masq=1) and so on) from flanneld's
     command line wherever it is written - the unit's C(ExecStart=), a drop-in in C(flanneld.service.d/), or a

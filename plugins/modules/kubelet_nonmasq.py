@@ -12,7 +12,7 @@ DOCUMENTATION = r'''
 ---
 module: kubelet_nonmasq
 short_description: Give kubelets older than 1.24 --non-masquerade-cidr=0.0.0.0/0
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - A kubelet older than 1.24 adds a C(MASQUERADE) rule of its own for traffic leaving its
     C(--non-masquerade-cidr) (default C(10.0.0.0/8)). With C(--non-masquerade-cidr=0.0.0.0/0) it adds none,

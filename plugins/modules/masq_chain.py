@@ -12,7 +12,7 @@ DOCUMENTATION = r'''
 ---
 module: masq_chain
 short_description: Own the ip-masq-agent nat chain and its POSTROUTING jump
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Manages the nat chain C(IP-MASQ-AGENT) and the jump to it from C(POSTROUTING) exactly
     as the Kubernetes ip-masq-agent does on cluster nodes, for IPv4 and IPv6.

@@ -12,7 +12,7 @@ DOCUMENTATION = r'''
 ---
 module: snat_sources
 short_description: List every SNAT rule on a node and who wrote it
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Read-only audit of the sources of SNAT on a node. Lists every C(MASQUERADE) and C(SNAT) rule in the
     nat tables of iptables (nf_tables and legacy backends, both when both hold rules) and in nftables

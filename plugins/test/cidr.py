@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: cidr
 short_description: Is the value a valid, aligned CIDR
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - True when the value is a string holding one IPv4 or IPv6 CIDR that the ipmasq.agent filters
     accept - an address and a prefix length in range, with no host bits set, such as C(10.0.0.0/8) or
