@@ -11,6 +11,7 @@ import yaml
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import config, iptables, iptables_save, policy
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import resync, yamlsubset
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import ConfigError, MasqError
+from test_config import _plain_python as plain  # pylint: disable=import-error
 
 # ip-masq-agent.go: nonMasqRuleComment, masqRuleComment.
 RET = '-m comment --comment "ip-masq-agent: local traffic is not subject to MASQUERADE" -j RETURN'
@@ -142,14 +143,6 @@ def test_empty_to_ports_means_no_port_rules(value):
 
 
 # ---------------------------------------------------------- the config file
-
-def plain(node):
-    if isinstance(node, yamlsubset.Pairs):
-        return dict((key, plain(value)) for key, value, _line in node)
-    if isinstance(node, list):
-        return [plain(item) for item in node]
-    return node
-
 
 @pytest.mark.parametrize('text', [
     'a: &x 10.0.0.0/8\nb: *x\n',
