@@ -51,6 +51,16 @@ Common return values
 
 Ansible configuration settings
 ------------------------------
+
+.. _ansible_collections.ansible.builtin.copy_module:
+
+ansible.builtin.copy
+--------------------
+
+.. _ansible_collections.ansible.builtin.file_module:
+
+ansible.builtin.file
+--------------------
 RST
 sphinx-build -q -W --keep-going -b html -c "$out" "$out/rst" "$out/build/html"
 echo "build-docsite: $out/build/html/index.html"
