@@ -8,7 +8,7 @@ safe_load of that document).  Real iptables: tests/integration/test_upstream_par
 import pytest
 import yaml
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import config, iptables, iptables_save, policy
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import cidrs, config, iptables, iptables_save, policy
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import resync, yamlsubset
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import ConfigError, MasqError
 from test_config import _plain_python as plain  # pylint: disable=import-error
@@ -211,10 +211,9 @@ def test_upstream_format_keeps_duplicates_from_the_file_and_counts_them():
 def test_a_file_without_the_key_keeps_the_default_list_marker():
     for text in ('masqLinkLocal: true\n', '{}', ''):
         settings = config.parse_config(text, rule_format='upstream')[0]
-        assert not isinstance(settings['nonmasquerade_cidrs'], list) or \
-            type(settings['nonmasquerade_cidrs']).__name__ == 'DefaultCidrs'
+        assert cidrs.is_default_list(settings['nonmasquerade_cidrs'])
     listed = config.parse_config('nonMasqueradeCIDRs: [10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16]\n')[0]
-    assert type(listed['nonmasquerade_cidrs']) is list
+    assert not cidrs.is_default_list(listed['nonmasquerade_cidrs'])
 
 
 # ---------------------------------------------------------------- resync
