@@ -59,14 +59,16 @@ options:
       - IPv6 entries go to ip6tables and need O(ipv6=true).
       - Each entry must be a CIDR aligned to its prefix (V(10.0.0.1/8) is an error that names
         V(10.0.0.0/8)); a bare address is an error (write V(/32) or V(/128)). An entry listed twice
-        gets one rule and a warning.
+        gets one rule and a warning (with O(rule_format=upstream), one rule per entry, as upstream).
+      - When not given, the default list V(['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16']).
     type: list
     elements: str
-    default: ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16']
   nomasq_all_reserved_ranges:
     description:
       - Also exempt the reserved IPv4 ranges that upstream's C(--nomasq-all-reserved-ranges) lists,
-        appended after O(nonmasquerade_cidrs). Upstream adds them to its default list only.
+        appended after O(nonmasquerade_cidrs).
+      - With O(rule_format=upstream), as upstream, they are added only when O(nonmasquerade_cidrs) is
+        not given (the default list); a list of your own is used as it is.
       - The ranges are V(100.64.0.0/10), V(192.0.0.0/24), V(192.0.2.0/24), V(192.88.99.0/24),
         V(198.18.0.0/15), V(198.51.100.0/24), V(203.0.113.0/24) and V(240.0.0.0/4).
     type: bool
@@ -108,14 +110,18 @@ options:
     version_added: 1.0.0
   random_fully:
     description:
-      - Add C(--random-fully) to every C(MASQUERADE) rule. Off by default so that the listing equals
-        the documented one. Needs iptables 1.6.2 or later; an older one is a clear error.
+      - Add C(--random-fully) to every C(MASQUERADE) rule. V(true) needs iptables 1.6.2 or later; an
+        older one is a clear error.
+      - When not given, the O(rule_format)'s default. With V(docs), off, so that the listing equals the
+        documented one. With V(upstream), on where iptables supports it (1.6.2 or later) and off
+        where it does not, as upstream's C(--random-fully) flag (default true).
     type: bool
-    default: false
   to_ports:
     description:
       - Source ports for masqueraded TCP, UDP and SCTP, as upstream's C(--to-ports), for example
         V(['1024-29999', '32768-65535']) or the same as one comma-separated string.
+      - The ranges are kept in the order given (one rule each, in that order, as upstream); ranges that
+        overlap are an error. V('') or V([]) means no port rules.
       - Each protocol gets one C(MASQUERADE --to-ports) rule per range; all but the last range are
         picked with C(-m statistic --mode random) with a probability weighted by range size, so every
         port is equally likely. The plain final C(MASQUERADE) then handles other protocols.
@@ -131,6 +137,24 @@ options:
     type: str
     choices: [append, first]
     default: append
+  rule_format:
+    description:
+      - The text of the chain's rules.
+      - V(docs) writes them as the Kubernetes documentation (and the seed listings) show them, with
+        the comments C(cluster-local traffic should not be subject to MASQUERADE) and C(outbound traffic
+        should be subject to MASQUERADE ...), and C(-m addrtype ! --dst-type LOCAL) on every rule.
+      - V(upstream) writes them byte for byte as the current upstream agent (v2.12) does for the same
+        settings and flags, with the comments C(local traffic is not subject to MASQUERADE) and
+        C(outbound traffic is subject to MASQUERADE ...), no per-rule C(addrtype) match (the jump has
+        it), C(--random-fully) by default where supported (see O(random_fully)), a CIDR listed twice
+        written twice, and O(nomasq_all_reserved_ranges) applied to the default list only. A chain the
+        upstream DaemonSet wrote for the same settings reads as unchanged, so it is taken over without
+        a write.
+      - The C(POSTROUTING) jump is the same in both.
+    type: str
+    choices: [docs, upstream]
+    default: docs
+    version_added: 1.0.0
   cidr_limit:
     description:
       - Most CIDRs allowed in O(nonmasquerade_cidrs) (link-local not counted, reserved ranges counted),
@@ -253,7 +277,6 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend, diff_text
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy, validate_chain_name
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.ranges import DEFAULT_NONMASQ_CIDRS
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import sync
 from ansible_collections.ipmasq.agent.plugins.module_utils._module import run_module
 
@@ -273,6 +296,7 @@ def enforce(module, run, find):
             to_ports=p['to_ports'],
             jump_position=p['jump_position'],
             cidr_limit=p['cidr_limit'],
+            rule_format=p['rule_format'],
         )
     else:
         validate_chain_name(p['chain'])
@@ -285,17 +309,18 @@ def enforce(module, run, find):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            nonmasquerade_cidrs=dict(type='list', elements='str', default=list(DEFAULT_NONMASQ_CIDRS)),
+            nonmasquerade_cidrs=dict(type='list', elements='str'),
             nomasq_all_reserved_ranges=dict(type='bool', default=False),
             masq_link_local=dict(type='bool', default=False),
             masq_link_local_ipv6=dict(type='bool', default=False),
             ipv6=dict(type='bool', default=False),
             chain=dict(type='str', default='IP-MASQ-AGENT'),
             adopt_chain=dict(type='bool', default=False),
-            random_fully=dict(type='bool', default=False),
+            random_fully=dict(type='bool'),
             to_ports=dict(type='list', elements='str', default=[]),
             jump_position=dict(type='str', choices=['append', 'first'], default='append'),
             cidr_limit=dict(type='int', default=64),
+            rule_format=dict(type='str', choices=['docs', 'upstream'], default='docs'),
             state=dict(type='str', choices=['present', 'absent'], default='present'),
         ),
         supports_check_mode=True,

@@ -101,12 +101,28 @@ def canonical_text(net):
     return str(net)
 
 
-def parse_cidrs(cidrs, ipv6=False, cidr_limit=DEFAULT_CIDR_LIMIT, reserved=False):
+class DefaultCidrs(list):
+    """The default list, as a config file without nonMasqueradeCIDRs gives
+    it: equal to the plain list, but known to be the default (upstream adds
+    the reserved ranges to the default list only)."""
+
+
+def default_cidrs():
+    return DefaultCidrs(DEFAULT_NONMASQ_CIDRS)
+
+
+def is_default_list(cidrs):
+    """Whether ``cidrs`` is the default list rather than one the user gave."""
+    return cidrs is None or isinstance(cidrs, DefaultCidrs)
+
+
+def parse_cidrs(cidrs, ipv6=False, cidr_limit=DEFAULT_CIDR_LIMIT, reserved=False, keep_duplicates=False):
     """Validate the non-masquerade list.
 
     Returns ``(by_family, warnings)`` where ``by_family`` maps 4 and 6 to the
     list of canonical CIDR strings, order kept, exact duplicates dropped (with
-    a warning).  Raises MasqError naming every bad entry at once.
+    a warning) unless ``keep_duplicates`` (upstream writes one rule per
+    entry).  Raises MasqError naming every bad entry at once.
     """
     if cidrs is None:
         cidrs = list(DEFAULT_NONMASQ_CIDRS)
@@ -133,7 +149,7 @@ def parse_cidrs(cidrs, ipv6=False, cidr_limit=DEFAULT_CIDR_LIMIT, reserved=False
             if net is None:
                 continue
             canon, version = canonical_text(net), net.version
-        if canon in seen:
+        if canon in seen and not keep_duplicates:
             if not (reserved and canon in RESERVED_RANGES):
                 warnings.append('nonmasquerade_cidrs lists %s more than once; one rule is written.' % canon)
             continue

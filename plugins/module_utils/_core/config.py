@@ -29,12 +29,13 @@ __metaclass__ = type
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.cidrs import (
     DEFAULT_CIDR_LIMIT,
+    default_cidrs,
+    is_default_list,
     normal_text,
     parse_cidrs,
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import ConfigError, MasqError, quote
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.golang import format_duration, parse_duration_ns
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.ranges import DEFAULT_NONMASQ_CIDRS
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.yamlsubset import INT64_MIN, Pairs, key_text, load_yaml
 
 DEFAULT_CONFIG_PATH = '/etc/ip-masq-agent/config'
@@ -117,7 +118,7 @@ def _json_pairs(items):
 def defaults():
     """The upstream agent's settings when there is no config file."""
     return {
-        'nonmasquerade_cidrs': list(DEFAULT_NONMASQ_CIDRS),
+        'nonmasquerade_cidrs': default_cidrs(),
         'masq_link_local': False,
         'masq_link_local_ipv6': False,
         'cidr_limit': DEFAULT_CIDR_LIMIT,
@@ -153,11 +154,13 @@ def _json_key_line(text, key):
     return text.count('\n', 0, match.start()) + 1 if match else None
 
 
-def normalise(document, ipv6=False, from_json=False, text=None):
+def normalise(document, ipv6=False, from_json=False, text=None, keep_duplicates=False):
     """Turn a parsed document into ``(settings, warnings)``.
 
     ``ipv6`` is the agent's --enable-ipv6; ``from_json`` says the file was
-    JSON (Go then refuses ``64.0`` for an int, which YAML turns into 64)."""
+    JSON (Go then refuses ``64.0`` for an int, which YAML turns into 64);
+    ``keep_duplicates`` (rule_format upstream) keeps a CIDR listed twice
+    twice, as upstream does, and counts it twice against cidrLimit."""
     settings = defaults()
     warnings = []
     if document is None:
@@ -204,7 +207,7 @@ def normalise(document, ipv6=False, from_json=False, text=None):
             if ns <= 0:
                 raise ConfigError('%s: %s is not a positive duration.' % (where, quote(value)), line=line)
             settings[ours] = format_duration(ns)
-    warnings.extend(_check_cidrs(settings, ipv6, seen.get('nonmasquerade_cidrs')))
+    warnings.extend(_check_cidrs(settings, ipv6, seen.get('nonmasquerade_cidrs'), keep_duplicates))
     for key, line in unknown:
         warnings.append(_unknown_key_warning(key, line))
     return settings, warnings
@@ -220,6 +223,12 @@ def _cidr_list(where, value, warnings):
     bad = ['entry %d is %s' % (n + 1, _describe(item)) for n, item in enumerate(value) if not isinstance(item, str)]
     if bad:
         raise ConfigError('%s must be a list of CIDR strings: %s.' % (where, '; '.join(bad)))
+    # Upstream hands each string to Go's net.ParseCIDR as it is, which refuses
+    # " 10.0.0.0/8": so is it here (a plain YAML value loses its spaces anyway).
+    spaced = ['entry %d %s' % (n + 1, quote(item)) for n, item in enumerate(value) if item != item.strip()]
+    if spaced:
+        raise ConfigError('%s: %s has spaces inside the quotes; upstream refuses such an entry (Go\'s '
+                          'net.ParseCIDR): remove the spaces.' % (where, ', '.join(spaced)))
     return list(value)
 
 
@@ -251,10 +260,12 @@ def _unknown_key_warning(key, line):
             'masqLinkLocalIPv6, cidrLimit and resyncInterval.' % where)
 
 
-def _check_cidrs(settings, ipv6, where):
-    """Validate the CIDRs with the core's parser; canonical, duplicates dropped."""
+def _check_cidrs(settings, ipv6, where, keep_duplicates=False):
+    """Validate the CIDRs with the core's parser; canonical, duplicates
+    dropped (kept with ``keep_duplicates``)."""
     where = where or 'nonMasqueradeCIDRs'
     cidrs = settings['nonmasquerade_cidrs']
+    default = is_default_list(cidrs)
     try:
         by_family, _dups = parse_cidrs(cidrs, ipv6=True, cidr_limit=None)
     except MasqError as e:
@@ -272,11 +283,15 @@ def _check_cidrs(settings, ipv6, where):
         raise ConfigError('%s: %s %s IPv6 but IPv6 is not enabled: start the agent with --enable-ipv6 '
                           '(role variable ip_masq_enable_ipv6: true), or remove %s.'
                           % (where, ', '.join(by_family[6]), 'is' if one else 'are', 'it' if one else 'them'))
+    if keep_duplicates:
+        canon = [normal_text(raw.strip()) for raw in cidrs]
     limit = settings['cidr_limit']
     if len(canon) > limit:
         raise ConfigError('%s: %d CIDRs (link-local not counted) is over cidrLimit %d; aggregate the list or '
                           'raise cidrLimit.' % (where, len(canon), limit))
-    settings['nonmasquerade_cidrs'] = canon
+    settings['nonmasquerade_cidrs'] = default_cidrs() if default else canon
+    if keep_duplicates:
+        return []
     return ['%s lists %s %d times; one rule is written.' % (where, cidr, counts[cidr])
             for cidr in canon if counts[cidr] > 1]
 
@@ -292,9 +307,10 @@ def _core_reason(msg):
     return msg
 
 
-def parse_config(text, ipv6=False):
+def parse_config(text, ipv6=False, rule_format='docs'):
     """Parse the text of an agent config file into ``(settings, warnings)``.
 
+    ``rule_format`` upstream keeps duplicate CIDRs, as upstream does.
     Raises ConfigError (a MasqError) naming the line and the reason."""
     if text.startswith(u'\ufeff'):
         text = text[1:]
@@ -302,7 +318,8 @@ def parse_config(text, ipv6=False):
     # non-space character is "{", YAML otherwise.
     from_json = text.lstrip().startswith('{')
     document = load_json(text) if from_json else load_yaml(text)
-    return normalise(document, ipv6=ipv6, from_json=from_json, text=text)
+    return normalise(document, ipv6=ipv6, from_json=from_json, text=text,
+                     keep_duplicates=rule_format == 'upstream')
 
 
 def read_config(path):

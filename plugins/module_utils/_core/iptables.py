@@ -34,6 +34,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save i
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import (
     FAMILIES,
+    RANDOM_FULLY_SINCE,
     port_text,
     validate_chain_name,
 )
@@ -42,13 +43,13 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import Pla
 
 RESTORE_WAIT_SECONDS = 30
 MASQ_PROTOCOLS = ('tcp', 'udp', 'sctp')
-RANDOM_FULLY_SINCE = (1, 6, 2)
 TOOLS = {
     4: ('iptables', 'iptables-save', 'iptables-restore'),
     6: ('ip6tables', 'ip6tables-save', 'ip6tables-restore'),
 }
 
-# The rule comments as the Kubernetes docs (and our users' eyes) know them.
+# The rule comments as the Kubernetes docs (and our users' eyes) know them
+# (rule_format docs).
 OUR_COMMENT_PREFIX = 'ip-masq-agent:'
 COMMENT_RETURN = 'ip-masq-agent: cluster-local traffic should not be subject to MASQUERADE'
 COMMENT_MASQ = ('ip-masq-agent: outbound traffic should be subject to MASQUERADE '
@@ -56,6 +57,13 @@ COMMENT_MASQ = ('ip-masq-agent: outbound traffic should be subject to MASQUERADE
 COMMENT_JUMP = ('ip-masq-agent: ensure nat POSTROUTING directs all non-LOCAL destination '
                 'traffic to our custom %s chain')
 NOT_LOCAL = '-m addrtype ! --dst-type LOCAL'
+
+# rule_format upstream: what kubernetes-sigs/ip-masq-agent v2.12 writes
+# (cmd/ip-masq-agent/ip-masq-agent.go: nonMasqRuleComment, masqRuleComment;
+# the jump, its comment and its addrtype match are the same in both formats).
+# Its chain rules carry no addrtype match: the jump already has it.
+UPSTREAM_COMMENT_RETURN = 'ip-masq-agent: local traffic is not subject to MASQUERADE'
+UPSTREAM_COMMENT_MASQ = 'ip-masq-agent: outbound traffic is subject to MASQUERADE (must be last in chain)'
 
 
 def payload(lines):
@@ -88,9 +96,18 @@ def jump_spec(chain):
     return '-m comment --comment "%s" %s -j %s' % (COMMENT_JUMP % chain, NOT_LOCAL, chain)
 
 
-def _masq_specs(policy):
-    tail = ' --random-fully' if policy.random_fully else ''
-    masq = '-m comment --comment "%s" %s' % (COMMENT_MASQ, NOT_LOCAL)
+def _texts(policy):
+    """``(RETURN match, MASQUERADE match)`` of the policy's rule format."""
+    if policy.rule_format == 'upstream':
+        return ('-m comment --comment "%s"' % UPSTREAM_COMMENT_RETURN,
+                '-m comment --comment "%s"' % UPSTREAM_COMMENT_MASQ)
+    return ('-m comment --comment "%s" %s' % (COMMENT_RETURN, NOT_LOCAL),
+            '-m comment --comment "%s" %s' % (COMMENT_MASQ, NOT_LOCAL))
+
+
+def _masq_specs(policy, random_fully):
+    tail = ' --random-fully' if random_fully else ''
+    masq = _texts(policy)[1]
     specs = []
     if policy.port_ranges:
         # One rule per protocol and range; a range is picked with the
@@ -109,14 +126,18 @@ def _masq_specs(policy):
     return specs
 
 
-def chain_rules(policy, family):
+def chain_rules(policy, family, random_fully=None):
     """The chain's rules for one family, as iptables-save prints them
-    (which writes no ``-d`` for 0.0.0.0/0 or ::/0)."""
+    (which writes no ``-d`` for 0.0.0.0/0 or ::/0).  ``random_fully`` None:
+    the policy's own choice, or off when it leaves it to the iptables
+    version (``plan`` passes ``policy.random_fully_for(version)``)."""
+    if random_fully is None:
+        random_fully = bool(policy.random_fully)
     prefix = '-A %s ' % policy.chain
-    ret = '-m comment --comment "%s" %s -j RETURN' % (COMMENT_RETURN, NOT_LOCAL)
+    ret = _texts(policy)[0] + ' -j RETURN'
     rules = [prefix + ret if cidr == CATCH_ALL[family] else prefix + '-d ' + cidr + ' ' + ret
              for cidr in policy.kept(family)]
-    rules.extend(prefix + spec for spec in _masq_specs(policy))
+    rules.extend(prefix + spec for spec in _masq_specs(policy, random_fully))
     return rules
 
 
@@ -243,7 +264,7 @@ def plan_present(family, table, policy, adopt=False):
     plan = FamilyPlan(family, table, policy.chain, True)
     plan.refuse_foreign(adopt, 'flush and take over')
     chain = policy.chain
-    desired = chain_rules(policy, family)
+    desired = chain_rules(policy, family, policy.random_fully_for(table.version))
     jump = jump_spec(chain)
     jump_line = '-A POSTROUTING ' + jump
     plan.after_rules = desired

@@ -16,13 +16,20 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.cidrs import DEFAULT_CIDR_LIMIT, parse_cidrs
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.cidrs import (
+    DEFAULT_CIDR_LIMIT,
+    is_default_list,
+    parse_cidrs,
+)
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.ranges import LINK_LOCAL
 
 DEFAULT_CHAIN = 'IP-MASQ-AGENT'
 FAMILIES = (4, 6)
 JUMP_POSITIONS = ('append', 'first')
+# docs: the rules as the Kubernetes docs (and the seed listings) show them;
+# upstream: as the current upstream agent (v2.12) writes them (iptables.py).
+RULE_FORMATS = ('docs', 'upstream')
 
 CHAIN_NAME_MAX = 28  # XT_EXTENSION_MAXNAMELEN - 1
 _CHAIN_FIRST = frozenset('ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_')
@@ -40,6 +47,8 @@ RESERVED_TARGETS = frozenset((
     'TTL', 'ULOG',
 ))
 _DIGITS = frozenset('0123456789')
+# The first iptables release with MASQUERADE --random-fully.
+RANDOM_FULLY_SINCE = (1, 6, 2)
 
 
 def validate_chain_name(name):
@@ -70,8 +79,10 @@ def _port(text):
 def parse_to_ports(to_ports):
     """Parse upstream's --to-ports value: ``['1024-29999', '32768-65535']``
     (or the same as one comma-separated string).  Returns a list of
-    ``(low, high)`` tuples, sorted, non-overlapping."""
-    if to_ports is None or to_ports == '' or to_ports == []:
+    ``(low, high)`` tuples in the order given (upstream writes one rule per
+    range, in that order); overlapping ranges are refused.  ``''`` (upstream's
+    default, also as Ansible's ``['']``) means no port rules."""
+    if to_ports is None or to_ports == '' or to_ports == [] or to_ports == ['']:
         return []
     items = to_ports.split(',') if isinstance(to_ports, str) else list(to_ports)
     ranges = []
@@ -86,8 +97,8 @@ def parse_to_ports(to_ports):
         if not 1 <= low <= high <= 65535:
             raise MasqError('to_ports: %r is not a range inside 1-65535 with low <= high.' % (item,))
         ranges.append((low, high))
-    ranges.sort()
-    for (l1, h1), (l2, h2) in zip(ranges, ranges[1:]):
+    ordered = sorted(ranges)
+    for (l1, h1), (l2, h2) in zip(ordered, ordered[1:]):
         if l2 <= h1:
             raise MasqError('to_ports: ranges %s and %s overlap.' % (port_text(l1, h1), port_text(l2, h2)))
     return ranges
@@ -102,26 +113,42 @@ class Policy:
 
     ``cidrs``: family -> canonical CIDRs in the order given; ``kept(family)``
     adds link-local in front unless it is masqueraded.
+
+    ``rule_format``: ``docs`` (default) drops exact duplicate CIDRs (with a
+    warning) and appends the reserved ranges to any list; ``upstream`` does
+    what the upstream agent does with the same input: one rule per entry,
+    duplicates included, and the reserved ranges only added to the default
+    list (``nonmasquerade_cidrs`` None, or the config file without
+    nonMasqueradeCIDRs).  ``random_fully`` None means the format's default:
+    off for docs, on for upstream where iptables supports it
+    (:meth:`random_fully_for`).
     """
 
     def __init__(self, nonmasquerade_cidrs=None, nomasq_all_reserved_ranges=False,
                  masq_link_local=False, masq_link_local_ipv6=False, ipv6=False,
-                 chain=DEFAULT_CHAIN, random_fully=False, to_ports=None,
-                 jump_position='append', cidr_limit=DEFAULT_CIDR_LIMIT):
+                 chain=DEFAULT_CHAIN, random_fully=None, to_ports=None,
+                 jump_position='append', cidr_limit=DEFAULT_CIDR_LIMIT, rule_format='docs'):
         self.chain = validate_chain_name(chain)
         if jump_position not in JUMP_POSITIONS:
             raise MasqError("jump_position: %r is not one of 'append', 'first'." % (jump_position,))
+        if rule_format not in RULE_FORMATS:
+            raise MasqError("rule_format: %r is not one of 'docs', 'upstream'." % (rule_format,))
+        self.rule_format = rule_format
+        upstream = rule_format == 'upstream'
         if cidr_limit is not None and (not isinstance(cidr_limit, int) or isinstance(cidr_limit, bool)
                                        or cidr_limit < 0):
             raise MasqError('cidr_limit: %r is not a non-negative integer.' % (cidr_limit,))
         self.jump_position = jump_position
         self.ipv6 = bool(ipv6)
-        self.random_fully = bool(random_fully)
+        self.random_fully = None if random_fully is None else bool(random_fully)
         self.masq_link_local = {4: bool(masq_link_local), 6: bool(masq_link_local_ipv6)}
         self.port_ranges = parse_to_ports(to_ports)
+        reserved = bool(nomasq_all_reserved_ranges)
+        if upstream and not is_default_list(nonmasquerade_cidrs):
+            reserved = False    # upstream: the flag only changes the default list
         self.cidrs, self.warnings = parse_cidrs(nonmasquerade_cidrs, ipv6=self.ipv6,
-                                                cidr_limit=cidr_limit,
-                                                reserved=nomasq_all_reserved_ranges)
+                                                cidr_limit=cidr_limit, reserved=reserved,
+                                                keep_duplicates=upstream)
 
     def families(self):
         return FAMILIES if self.ipv6 else (4,)
@@ -132,5 +159,17 @@ class Policy:
         cidrs = list(self.cidrs[family])
         if not self.masq_link_local[family]:
             link_local = LINK_LOCAL[family]
+            if self.rule_format == 'upstream':
+                return [link_local] + cidrs     # upstream: a listed link-local is written again
             cidrs = [link_local] + [c for c in cidrs if c != link_local]
         return cidrs
+
+    def random_fully_for(self, version):
+        """Whether MASQUERADE carries --random-fully with iptables ``version``
+        (a tuple, or None when unknown): as asked, or the format's default
+        (upstream: on when iptables supports it, as its --random-fully=true)."""
+        if self.random_fully is not None:
+            return self.random_fully
+        if self.rule_format != 'upstream':
+            return False
+        return version is None or tuple(version) >= RANDOM_FULLY_SINCE

@@ -165,6 +165,7 @@ def build_policy(settings, opts):
         to_ports=opts.to_ports,
         jump_position=opts.jump_position,
         cidr_limit=settings['cidr_limit'],
+        rule_format=opts.rule_format,
     )
 
 
@@ -184,7 +185,7 @@ def _settings(text, opts):
     if text is None:
         settings, warnings = defaults(), []
     else:
-        settings, warnings = parse_config(text, ipv6=opts.enable_ipv6)
+        settings, warnings = parse_config(text, ipv6=opts.enable_ipv6, rule_format=opts.rule_format)
     try:
         policy = build_policy(settings, opts)
     except MasqError as e:
@@ -281,7 +282,8 @@ def cycle(opts, log):
 
 USAGE = """usage: %(prog)s [--config PATH] [--masq-chain NAME] [--nomasq-all-reserved-ranges[=BOOL]]
                      [--enable-ipv6[=BOOL]] [--random-fully[=BOOL]] [--to-ports RANGES]
-                     [--jump-position append|first] [--state-file PATH] [--resync-interval DURATION]
+                     [--jump-position append|first] [--rule-format docs|upstream]
+                     [--state-file PATH] [--resync-interval DURATION]
                      [--once] [--check] [--log-format auto|journal|plain] [-v] [-h]
 """ % {'prog': PROG}
 
@@ -296,10 +298,16 @@ jump match it. Nothing is written when nothing drifted. The flags mirror upstrea
   --nomasq-all-reserved-ranges[=BOOL]
                             also exempt the reserved IPv4 ranges, appended to the list
   --enable-ipv6[=BOOL]      manage ip6tables too (IPv6 CIDRs in the file need it)
-  --random-fully[=BOOL]     add --random-fully to MASQUERADE (default false here;
-                            upstream defaults to true)
+  --random-fully[=BOOL]     add --random-fully to MASQUERADE (default: off with
+                            --rule-format docs; with upstream, on where iptables
+                            supports it, as upstream's default true)
   --to-ports RANGES         source ports for MASQUERADE, e.g. 1024-29999,32768-65535
+                            (in the order given; "" means none)
   --jump-position POS       append (upstream, default) or first (kept at position 1)
+  --rule-format FMT         docs (default: the rule text the Kubernetes docs show) or
+                            upstream (byte for byte what the upstream agent v2.12 writes;
+                            duplicate CIDRs kept, reserved ranges added to the default
+                            list only)
   --state-file PATH         a copy of the last good config file (default %(state)s);
                             enforced when the config file is refused
   --resync-interval DUR     the interval the timer runs this at (Go duration); only
@@ -323,9 +331,10 @@ FLAGS = {
     '--masq-chain': ('masq_chain', 'str', DEFAULT_CHAIN),
     '--nomasq-all-reserved-ranges': ('nomasq_all_reserved_ranges', 'bool', False),
     '--enable-ipv6': ('enable_ipv6', 'bool', False),
-    '--random-fully': ('random_fully', 'bool', False),
+    '--random-fully': ('random_fully', 'bool', None),
     '--to-ports': ('to_ports', 'str', ''),
     '--jump-position': ('jump_position', ('append', 'first'), 'append'),
+    '--rule-format': ('rule_format', ('docs', 'upstream'), 'docs'),
     '--state-file': ('state_file', 'str', DEFAULT_STATE_FILE),
     '--resync-interval': ('resync_interval', 'str', None),
     '--once': ('once', 'bool', False),

@@ -7,11 +7,13 @@
 """A strict reader for the YAML subset agent config files use.
 
 Block mappings and sequences, flow ``[...]`` and ``{...}``, plain and quoted
-scalars, comments; plain scalars resolved as go-yaml v2 (the upstream
-agent's reader) resolves them, so YAML 1.1 booleans such as ``yes``/``off``
-are booleans.  Anything else (anchors, tags, block scalars, multi-line
-scalars, several documents) is refused with the line and its text, so the
-node keeps its last good rules instead of guessing.
+scalars, comments, anchors (``&name``) and aliases (``*name``); plain scalars
+resolved as go-yaml v2 (the upstream agent's reader) resolves them, so YAML
+1.1 booleans such as ``yes``/``off`` are booleans.  Of a file with several
+documents, the first is read and the rest ignored, as go-yaml's Unmarshal
+does.  Anything else (tags, merge keys, block scalars, multi-line scalars) is
+refused with the line and its text, so the node keeps its last good rules
+instead of guessing.
 
 Standard library only: this file runs on managed nodes.
 """
@@ -119,9 +121,11 @@ _DQ_ESCAPES = {
     'N': u'\u0085', '_': u'\u00a0', 'L': u'\u2028', 'P': u'\u2029',
 }
 _HEX_ESCAPES = {'x': 2, 'u': 4, 'U': 8}
+# go-yaml v2's anchor and alias names: letters, digits, '_' and '-'.
+_ANCHOR_CHARS = frozenset('ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-')
 _UNSUPPORTED_START = {
-    '&': 'anchors (&name) are not supported',
-    '*': 'aliases (*name) are not supported',
+    '&': 'an anchor (&name) on a key or on a mapping that starts on the same line is not supported',
+    '*': 'an alias (*name) as a key is not supported',
     '!': 'tags (!tag) are not supported',
     '|': 'block scalars (| and >) are not supported',
     '>': 'block scalars (| and >) are not supported',
@@ -179,6 +183,7 @@ class _Yaml:
 
     def __init__(self, text):
         self.lines = []
+        self.anchors = {}
         self.raw = text.split('\n')
         self._read_lines()
 
@@ -195,26 +200,23 @@ class _Yaml:
 
     def _read_lines(self):
         started = False
-        ended = False
         for index, raw in enumerate(self.raw):
             no = index + 1
             line = raw[:-1] if raw.endswith('\r') else raw
             stripped = line.strip(' \t')
             if not stripped or stripped.startswith('#'):
                 continue
-            if ended:
-                raise self.error(no, 'content after the end-of-document marker "..."')
             if line.startswith('---') and (len(line) == 3 or line[3] in ' \t'):
                 rest = line[3:].strip(' \t')
                 if started:
-                    raise self.error(no, 'a second YAML document ("---"); the agent reads one document')
+                    # A second document: upstream (go-yaml's Unmarshal) reads the first only.
+                    return
                 if rest and not rest.startswith('#'):
                     raise self.error(no, 'content on the "---" line is not supported; start it on the next line')
                 started = True
                 continue
             if line.startswith('...') and (len(line) == 3 or line[3] in ' \t'):
-                ended = True
-                continue
+                return      # the end of the first document; what follows is not read
             if line.startswith('%'):
                 raise self.error(no, 'YAML directives ("%") are not supported')
             indent = len(line) - len(line.lstrip(' '))
@@ -303,7 +305,7 @@ class _Yaml:
             if found is None:
                 raise self.error(line.no, 'expected a "key: value" line')
             key, rest, _col = found
-            rest = rest.strip(' \t')
+            anchor, rest = self.anchor(line.no, rest.strip(' \t'))
             nxt = i + 1
             if not rest or rest.startswith('#'):
                 if nxt < len(self.lines) and self.lines[nxt].indent > indent:
@@ -316,6 +318,9 @@ class _Yaml:
             else:
                 value, nxt = self.inline(i, rest)
                 nxt = self._after_value(nxt, indent)
+            if key == '<<':
+                raise self.error(line.no, 'merge keys ("<<") are not supported; write the keys out')
+            self.define(anchor, value)
             pairs.append((key, value, line.no))
             i = nxt
         return pairs, i
@@ -328,6 +333,10 @@ class _Yaml:
             self._check_indent(line)
             rest = line.text[1:]
             stripped = rest.lstrip(' \t')
+            anchor = None
+            if stripped.startswith('&'):
+                # "- &a value": the value starts where it stands (a suffix of rest).
+                anchor, stripped = self.anchor(line.no, stripped)
             if not stripped or stripped.startswith('#'):
                 nxt = i + 1
                 if nxt < len(self.lines) and self.lines[nxt].indent > indent:
@@ -339,9 +348,34 @@ class _Yaml:
                 column = indent + 1 + len(rest) - len(stripped)
                 self.lines[i] = _Line(line.no, column, stripped)
                 value, nxt = self.block(i, column)
+            self.define(anchor, value)
             items.append(value)
             i = nxt
         return items, i
+
+    # -- anchors and aliases ----------------------------------------------
+
+    def anchor(self, lineno, text):
+        """``(name, rest)`` when ``text`` starts with ``&name``, else ``(None, text)``."""
+        if not text.startswith('&'):
+            return None, text
+        name, rest = _name_at(text, 1)
+        if not name:
+            raise self.error(lineno, 'an anchor ("&") without a name')
+        if rest and rest[0] not in ' \t':
+            raise self.error(lineno, 'an anchor name may hold letters, digits, "_" and "-" only')
+        return name, rest.strip(' \t')
+
+    def define(self, name, value):
+        if name is not None:
+            self.anchors[name] = value
+
+    def alias(self, lineno, name):
+        if not name:
+            raise self.error(lineno, 'an alias ("*") without a name')
+        if name not in self.anchors:
+            raise self.error(lineno, 'the alias *%s names no anchor defined before it' % name)
+        return self.anchors[name]
 
     # -- one value on a line ----------------------------------------------
 
@@ -349,6 +383,19 @@ class _Yaml:
         """A value that starts on line ``i``: flow collection, quoted or plain scalar."""
         line = self.lines[i]
         first = text[0]
+        if first == '*':
+            name, rest = _name_at(text, 1)
+            rest = rest.strip(' \t')
+            if rest and not rest.startswith('#'):
+                raise self.error(line.no, 'unexpected text after an alias')
+            return self.alias(line.no, name), i + 1
+        if first == '&':
+            name, rest = self.anchor(line.no, text)
+            if not rest or rest.startswith('#'):
+                raise self.error(line.no, 'an anchor with no value after it')
+            value, nxt = self.inline(i, rest)
+            self.define(name, value)
+            return value, nxt
         if first in '[{':
             return _Flow(self, i, text).run()
         if first in _UNSUPPORTED_START:
@@ -471,6 +518,16 @@ class _Flow:
         if char in '"\'':
             value, self.pos = self.yaml.quoted(self.lineno, self.text, self.pos)
             return value
+        if char in '&*':
+            name, _rest = _name_at(self.text, self.pos + 1)
+            self.pos += 1 + len(name)
+            if char == '*':
+                return self.yaml.alias(self.lineno, name)
+            if not name:
+                raise self.error('an anchor ("&") without a name')
+            value = self.node()
+            self.yaml.define(name, value)
+            return value
         if char in _UNSUPPORTED_START:
             raise self.error(_UNSUPPORTED_START[char])
         if char in ',]}':
@@ -535,6 +592,14 @@ class _Flow:
                 self.pos += 1
             elif char != '}':
                 raise self.error('expected "," or "}" in a flow mapping')
+
+
+def _name_at(text, start):
+    """``(name, rest)``: the anchor or alias name that starts at ``start``."""
+    end = start
+    while end < len(text) and text[end] in _ANCHOR_CHARS:
+        end += 1
+    return text[start:end], text[end:]
 
 
 def key_text(key):

@@ -116,9 +116,11 @@ def test_reserved_ranges_appended_without_duplicate_warning():
 
 
 @pytest.mark.parametrize('value,expected', [
-    (None, []), ([], []), ('', []),
+    (None, []), ([], []), ('', []), ([''], []),
     ('1024-29999,32768-65535', [(1024, 29999), (32768, 65535)]),
-    (['32768-65535', '1024-29999'], [(1024, 29999), (32768, 65535)]),
+    # Kept in the order given, as upstream (pkg/interval ParseIntervals) keeps them.
+    (['32768-65535', '1024-29999'], [(32768, 65535), (1024, 29999)]),
+    ('32768-65535,1024-29999', [(32768, 65535), (1024, 29999)]),
     (['8080'], [(8080, 8080)]),
     ([' 1 - 2 '], [(1, 2)]),
 ])
@@ -132,6 +134,9 @@ def test_parse_to_ports(value, expected):
     (['65536'], "'65536' is not a range"),
     (['a-b'], "'a-b' is not a port"),
     (['1-10', '10-20'], 'ranges 1-10 and 10-20 overlap'),
+    (['10-20', '1-10'], 'ranges 1-10 and 10-20 overlap'),
+    (['', '1-10'], "'' is not a port"),
+    ('1-10,', "'' is not a port"),
 ])
 def test_parse_to_ports_errors(value, fragment):
     with pytest.raises(m.MasqError) as e:

@@ -17,7 +17,8 @@ def test_defaults_mirror_upstream_and_the_role():
     assert opts.config == '/etc/ip-masq-agent/config'
     assert opts.masq_chain == 'IP-MASQ-AGENT'
     assert opts.state_file == '/var/lib/ipmasq-agent/last-good-config'
-    assert (opts.nomasq_all_reserved_ranges, opts.enable_ipv6, opts.random_fully) == (False, False, False)
+    assert (opts.nomasq_all_reserved_ranges, opts.enable_ipv6, opts.random_fully) == (False, False, None)
+    assert opts.rule_format == "docs"
     assert (opts.to_ports, opts.jump_position, opts.resync_interval) == ('', 'append', None)
     assert (opts.check, opts.once, opts.verbose, opts.log_format) == (False, False, False, 'auto')
 
