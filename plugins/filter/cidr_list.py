@@ -53,9 +53,10 @@ options:
     description:
       - What to do with an entry equal to an earlier one after normalisation
         (C(2001:DB8::/32) and C(2001:db8::/32) are the same network).
-      - V(error) reports it; V(drop) keeps the first occurrence only.
+      - V(error) reports it; V(drop) keeps the first occurrence only; V(keep) keeps every
+        occurrence, as the upstream agent writes one rule per entry.
     type: str
-    choices: [error, drop]
+    choices: [error, drop, keep]
     default: error
   label:
     description: Name of the list in error messages, for example the variable name; without it

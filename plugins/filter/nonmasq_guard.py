@@ -45,7 +45,7 @@ options:
   duplicates:
     description: As in P(ipmasq.agent.cidr_list#filter).
     type: str
-    choices: [error, drop]
+    choices: [error, drop, keep]
     default: error
   label:
     description: Name of the list in error messages, for example the variable name; without it

@@ -29,7 +29,7 @@ COLLECTION = 'ipmasq.agent'
 
 BARE_ADDRESS_CHOICES = ('refuse', 'host')
 HOST_BITS_CHOICES = ('error', 'align')
-DUPLICATES_CHOICES = ('error', 'drop')
+DUPLICATES_CHOICES = ('error', 'drop', 'keep')
 
 _BITS = {4: 32, 6: 128}
 _FAMILY = {4: 'IPv4', 6: 'IPv6'}
@@ -249,7 +249,7 @@ def parse_list(plugin: str, value: object, label: str | None = None, *,
                duplicates: str = 'allow', extra_check=None, option_hints: bool = True) -> list[Cidr]:
     """Parse a whole list; raise one CidrError naming every bad entry.
 
-    duplicates: 'allow' keeps them, 'drop' keeps the first, 'error' reports them.
+    duplicates: 'allow' or 'keep' keeps them, 'drop' keeps the first, 'error' reports them.
     extra_check(valid_cidrs) may return (problems, explanation) to add to the error.
     """
     require_netaddr(plugin)
@@ -263,7 +263,7 @@ def parse_list(plugin: str, value: object, label: str | None = None, *,
         if cidr is None:
             problems.append(f'[{index}] {show(item)}: {reason}')
             continue
-        if duplicates != 'allow':
+        if duplicates not in ('allow', 'keep'):
             key = (cidr.version, cidr.first, cidr.prefixlen)
             original = seen.get(key)
             if original is None:

@@ -65,6 +65,19 @@ def test_bad_entries_get_advice_the_role_can_follow(tmp_path):
     assert 'bare_address' not in out and 'duplicates=' not in out
 
 
+def test_upstream_rule_format_keeps_a_cidr_listed_twice(tmp_path):
+    """As the upstream agent, which writes one rule per entry: the same list
+    that the docs format refuses passes with ip_masq_rule_format: upstream."""
+    twice = 'ip_masq_nonmasquerade_cidrs: [10.244.0.0/16, 10.30.0.0/16, 10.244.0.0/16]\n'
+    inv = write_inventory(tmp_path, twice + 'ip_masq_rule_format: upstream\n', twice)
+    proc = play('role_validate.yml', inv)
+    out = proc.stdout + proc.stderr
+    assert 'fatal: [east-1]' not in out and 'fatal: [west-1]' in out
+    assert "duplicate of [0] '10.244.0.0/16'; remove it" in out
+    east = out[out.index('ok: [east-1]'):]
+    assert '"10.244.0.0/16",\n        "10.30.0.0/16",\n        "10.244.0.0/16"' in east, east
+
+
 def test_catch_all_is_refused_with_advice(tmp_path):
     inv = write_inventory(tmp_path, 'ip_masq_nonmasquerade_cidrs: [0.0.0.0/1, 128.0.0.0/1]\n',
                           'ip_masq_nonmasquerade_cidrs: [10.0.0.0/8]\n')

@@ -127,6 +127,11 @@ def test_duplicates_drop_option_keeps_first():
         ['10.0.0.0/8', 'fd00::/8']
 
 
+def test_duplicates_keep_option_keeps_every_entry_normalised():
+    assert cidr_list(['10.0.0.0/8', 'fd00::/8', ' 10.0.0.0/8', 'FD00::/8'], duplicates='keep') == \
+        ['10.0.0.0/8', 'fd00::/8', '10.0.0.0/8', 'fd00::/8']
+
+
 def test_duplicate_after_alignment():
     message = error_of(['10.0.0.0/8', '10.9.9.9/8'], host_bits='align')
     assert "[1] '10.9.9.9/8': duplicate of [0] '10.0.0.0/8' (both are 10.0.0.0/8)" in message
@@ -164,7 +169,7 @@ def test_label_names_the_list_in_type_errors():
 @pytest.mark.parametrize('options,phrase', [
     ({'bare_address': 'yes'}, 'option bare_address must be one of refuse, host'),
     ({'host_bits': True}, 'option host_bits must be one of error, align'),
-    ({'duplicates': 'remove'}, 'option duplicates must be one of error, drop'),
+    ({'duplicates': 'remove'}, 'option duplicates must be one of error, drop, keep'),
     ({'label': ''}, 'option label must be a non-empty string'),
     ({'label': 5}, 'option label must be a non-empty string'),
 ])
