@@ -71,19 +71,37 @@ def test_changelog_rst_is_what_antsibull_changelog_generates(scratch):
         assert committed == head, 'CHANGELOG.rst is edited by hand: before the first release it holds only the header'
 
 
+def fragments():
+    return sorted(f for f in os.listdir(os.path.join(ROOT, 'changelogs', 'fragments')) if f.endswith('.yml'))
+
+
+def test_a_released_version_takes_no_new_fragments():
+    """After a release, the next change's fragment needs the next version in
+    galaxy.yml (and that version's release summary fragment): a release of a
+    version already released would fail."""
+    version = load(ROOT, 'galaxy.yml')['version']
+    releases = load(ROOT, 'changelogs', 'changelog.yaml').get('releases') or {}
+    if version in releases:
+        assert fragments() == [], (
+            'galaxy.yml says %s, which is released: raise version in galaxy.yml for %s' % (version, fragments()))
+        assert releases[version]['changes'].get('release_summary')
+
+
 def test_a_release_now_would_hold_every_fragment(scratch):
     version = load(ROOT, 'galaxy.yml')['version']
+    if version in (load(ROOT, 'changelogs', 'changelog.yaml').get('releases') or {}):
+        pytest.skip('%s is released; test_a_released_version_takes_no_new_fragments checks it' % version)
     done = released(scratch)
     data = load(str(done), 'changelogs', 'changelog.yaml')
     assert version in data['releases']
     release = data['releases'][version]
-    fragments = sorted(f for f in os.listdir(os.path.join(ROOT, 'changelogs', 'fragments')) if f.endswith('.yml'))
-    assert sorted(release.get('fragments', [])) == fragments
-    assert os.listdir(done / 'changelogs' / 'fragments') == []
+    names = fragments()
+    assert sorted(release.get('fragments', [])) == names
+    assert [f for f in os.listdir(done / 'changelogs' / 'fragments') if f.endswith('.yml')] == []
     with open(done / 'CHANGELOG.rst') as handle:
         text = handle.read()
     assert '\nv%s\n' % version in text and 'Release Summary' in text
-    for name in fragments:
+    for name in names:
         for section, entries in load(ROOT, 'changelogs', 'fragments', name).items():
             if section in ('trivial',):
                 continue
