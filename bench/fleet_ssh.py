@@ -29,6 +29,7 @@ import time
 
 import benchlib
 import fleetlab   # tests/integration, on sys.path through benchlib
+import netlab
 
 FORKS = 10
 MODULE_PLAYBOOK = os.path.join(benchlib.PLAYBOOKS, 'fleet_ssh_module.yml')
@@ -130,8 +131,7 @@ def _reset(fleet):
         host.ns.exec(['ip6tables-restore'], input='*nat\nCOMMIT\n')
         for name in os.listdir(host.root):
             shutil.rmtree(os.path.join(host.root, name), ignore_errors=True)
-        # What the host's "booted with systemd" test looks at (fleetlab's host_vars).
-        os.makedirs(os.path.join(host.root, 'run', 'systemd', 'system'))
+        netlab.role_node_paths(host.root)   # the directories a node has (fleetlab's host_vars)
 
 
 def _median(runs):

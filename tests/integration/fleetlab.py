@@ -188,7 +188,6 @@ class Host:
     # -- bring up ---------------------------------------------------------
     def up(self, bridge_ns, index):
         os.makedirs(self.root, mode=0o700)
-        os.makedirs(os.path.join(self.root, 'run', 'systemd', 'system'))   # see host_vars
         self.ns = netlab.Netns('h%d' % index)
         netlab.link(self.ns, 'eth0', bridge_ns, 'imqv%d' % index)
         bridge_ns.exec(['ip', 'link', 'set', 'imqv%d' % index, 'master', 'imqbr'])
@@ -416,28 +415,20 @@ class Fleet:
 
     def host_vars(self, host):
         root = host.root
-        out = {
+        # The role's paths under the host's own root. The machine these hosts
+        # share need not run systemd (CI's does not), and systemctl is never run
+        # on them: the role's "does this node run systemd" check looks at a
+        # directory of the host's own, which role_node_paths makes.
+        out = netlab.role_node_paths(root)
+        out.update({
             'ansible_user': 'root',
             'ansible_remote_tmp': os.path.join(host.dir, 'ansible-tmp'),
-            'ip_masq_config_path': os.path.join(root, 'etc', 'ip-masq-agent', 'config'),
-            'ip_masq_lib_dir': os.path.join(root, 'usr', 'local', 'lib', 'ipmasq-agent'),
-            'ip_masq_state_dir': os.path.join(root, 'var', 'lib', 'ipmasq-agent'),
-            'ip_masq_backup_dir': os.path.join(root, 'var', 'lib', 'ipmasq-agent', 'backup'),
-            'ip_masq_unit_dir': os.path.join(root, 'etc', 'systemd', 'system'),
-            'ip_masq_tmpfiles_dir': os.path.join(root, 'etc', 'tmpfiles.d'),
             'ip_masq_resync_systemctl': False,
-            # The machine these hosts share need not run systemd (CI's does not), and
-            # systemctl is never run on them: the role's "does this node run systemd"
-            # check looks at a directory of the host's own, which the harness makes.
-            '__ip_masq_systemd_dir': os.path.join(root, 'run', 'systemd', 'system'),
-            # Lock files of the host's own: nothing here shares them with this machine's tools.
-            '__ip_masq_xtables_lock': os.path.join(root, 'run', 'xtables.lock'),
-            '__ip_masq_writers_lock': os.path.join(root, 'run', 'ipmasq-agent.lock'),
             'ip_masq_install_packages': False,
             'ip_masq_docker': 'skip',
             'ip_masq_flannel': 'skip',
             'ip_masq_kubelet': 'skip',
-        }
+        })
         out.update(self.extra_host_vars)
         return out
 

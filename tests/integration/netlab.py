@@ -189,6 +189,30 @@ def nat_rules(save_text):
 # Running Ansible inside a namespace
 # ---------------------------------------------------------------------------
 
+def role_node_paths(root):
+    """The ip_masq role's node paths (its variables, and the internal lock and
+    systemd paths of its defaults) moved under ``root``, with the directories
+    the role expects a node to have made: a test host of its own on this
+    machine, which keeps the machine's /etc, /usr/local, /var/lib and /run
+    untouched."""
+    root = str(root)
+    for directory in ('etc/systemd/system', 'etc/tmpfiles.d', 'run/systemd/system'):
+        os.makedirs(os.path.join(root, directory), exist_ok=True)
+    return {
+        'ip_masq_config_path': os.path.join(root, 'etc/ip-masq-agent/config'),
+        'ip_masq_lib_dir': os.path.join(root, 'usr/local/lib/ipmasq-agent'),
+        'ip_masq_state_dir': os.path.join(root, 'var/lib/ipmasq-agent'),
+        'ip_masq_backup_dir': os.path.join(root, 'var/lib/ipmasq-agent/backup'),
+        'ip_masq_unit_dir': os.path.join(root, 'etc/systemd/system'),
+        'ip_masq_tmpfiles_dir': os.path.join(root, 'etc/tmpfiles.d'),
+        # Lock files of the host's own: nothing shares them with this machine's tools.
+        '__ip_masq_xtables_lock': os.path.join(root, 'run/xtables.lock'),
+        '__ip_masq_writers_lock': os.path.join(root, 'run/ipmasq-agent.lock'),
+        # Where the role looks to see that the node runs systemd (/run/systemd/system).
+        '__ip_masq_systemd_dir': os.path.join(root, 'run/systemd/system'),
+    }
+
+
 def ansible_env(extra=None, backend=None):
     env = dict(os.environ)
     if backend is not None:

@@ -184,20 +184,7 @@ def test_systemd_runs_the_command_line_the_unit_holds(node, tmp_path):
 # --------------------------------------------------------------------------
 
 def role_vars(base, **extra):
-    base = str(base)
-    values = {
-        'ip_masq_lib_dir': os.path.join(base, 'usr/local/lib/ipmasq-agent'),
-        'ip_masq_state_dir': os.path.join(base, 'var/lib/ipmasq-agent'),
-        'ip_masq_config_path': os.path.join(base, 'etc/ip-masq-agent/config'),
-        'ip_masq_unit_dir': os.path.join(base, 'etc/systemd/system'),
-        'ip_masq_tmpfiles_dir': os.path.join(base, 'etc/tmpfiles.d'),
-        'ip_masq_backup_dir': os.path.join(base, 'var/lib/ipmasq-agent/backup'),
-        '__ip_masq_xtables_lock': os.path.join(base, 'run/xtables.lock'),
-        '__ip_masq_writers_lock': os.path.join(base, 'run/ipmasq-agent.lock'),
-        '__ip_masq_systemd_dir': os.path.join(base, 'run/systemd/system'),
-    }
-    for directory in ('etc/systemd/system', 'etc/tmpfiles.d', 'run/systemd/system'):
-        os.makedirs(os.path.join(base, directory), exist_ok=True)
+    values = netlab.role_node_paths(base)
     values.update(extra)
     return values
 

@@ -21,29 +21,17 @@ CIDRS = ['10.244.0.0/16', '10.30.0.0/16']   # cluster_east of inventories/exampl
 
 
 def role_vars(base, **extra):
-    base = str(base)
-    values = {
+    values = netlab.role_node_paths(base)
+    values.update({
         'ip_masq_nonmasquerade_cidrs': CIDRS,
         'ip_masq_masq_link_local': False,
-        'ip_masq_config_path': os.path.join(base, 'etc/ip-masq-agent/config'),
-        'ip_masq_lib_dir': os.path.join(base, 'usr/local/lib/ipmasq-agent'),
-        'ip_masq_state_dir': os.path.join(base, 'var/lib/ipmasq-agent'),
-        'ip_masq_backup_dir': os.path.join(base, 'var/lib/ipmasq-agent/backup'),
         'ip_masq_install_packages': False,
         'ip_masq_docker': 'skip',
         'ip_masq_flannel': 'skip',
         'ip_masq_kubelet': 'skip',
         'ip_masq_audit': 'fail',
-        'ip_masq_unit_dir': os.path.join(base, 'etc/systemd/system'),
-        'ip_masq_tmpfiles_dir': os.path.join(base, 'etc/tmpfiles.d'),
         'ip_masq_resync_systemctl': False,
-        '__ip_masq_xtables_lock': os.path.join(base, 'run/xtables.lock'),
-        '__ip_masq_writers_lock': os.path.join(base, 'run/ipmasq-agent.lock'),
-        # Where the role looks to see that the node runs systemd (/run/systemd/system).
-        '__ip_masq_systemd_dir': os.path.join(base, 'run/systemd/system'),
-    }
-    for directory in ('etc/systemd/system', 'etc/tmpfiles.d', 'run/systemd/system'):
-        os.makedirs(os.path.join(base, directory), exist_ok=True)
+    })
     values.update(extra)
     return values
 

@@ -61,6 +61,18 @@ def read(root, path):
         return f.read()
 
 
+def remove_every_ip_masq(files):
+    """Remove flanneld.service's --ip-masq occurrences one edit at a time,
+    re-reading the unit after each, as the module does."""
+    for _i in range(10):
+        unit = d.load_unit(files, 'flanneld.service', ['/etc/systemd/system'])
+        commands, extra, _defs = d.command_lines(files, unit)
+        occs = d.find_flag_all(commands, extra, 'ip-masq')
+        if not occs:
+            return
+        d.remove_arg(files, occs[0])
+
+
 def texts(words):
     return [w.text for w in words]
 
@@ -300,13 +312,7 @@ def test_removing_the_flag_keeps_every_other_word(tmp_path_factory, others, flag
     root = str(tmp_path_factory.mktemp('prop'))
     put(root, '/etc/systemd/system/flanneld.service', text)
     files = d.Files(root)
-    for _i in range(10):
-        unit = d.load_unit(files, 'flanneld.service', ['/etc/systemd/system'])
-        commands, extra, _defs = d.command_lines(files, unit)
-        occs = d.find_flag_all(commands, extra, 'ip-masq')
-        if not occs:
-            break
-        d.remove_arg(files, occs[0])
+    remove_every_ip_masq(files)
     unit = d.load_unit(files, 'flanneld.service', ['/etc/systemd/system'])
     assert [a.text for a in d.command_lines(files, unit)[0][0].args] == others
     after = files.read('/etc/systemd/system/flanneld.service')
@@ -557,13 +563,7 @@ def test_removing_the_flag_from_an_env_file_keeps_every_other_word(tmp_path_fact
         '[Service]\nEnvironmentFile=/etc/sysconfig/flanneld\nExecStart=/usr/bin/flanneld-start $FLANNEL_OPTIONS\n')
     put(root, '/etc/sysconfig/flanneld', text)
     files = d.Files(root)
-    for _i in range(10):
-        unit = d.load_unit(files, 'flanneld.service', ['/etc/systemd/system'])
-        commands, extra, _defs = d.command_lines(files, unit)
-        occs = d.find_flag_all(commands, extra, 'ip-masq')
-        if not occs:
-            break
-        d.remove_arg(files, occs[0])
+    remove_every_ip_masq(files)
     unit = d.load_unit(files, 'flanneld.service', ['/etc/systemd/system'])
     after = files.read('/etc/sysconfig/flanneld')
     assert [a.text for a in d.command_lines(files, unit)[0][0].args] == others, after
