@@ -32,13 +32,13 @@ from benchlib import CHAIN, make_cidrs, median, netlab
 sys.path.insert(0, benchlib.COLLECTIONS)
 from ansible_collections.ipmasq.agent.plugins.module_utils import _resync_code  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import iptables as _ipt  # noqa: E402  pylint: disable=wrong-import-position
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import COMMENTS, Policy  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.runner import make_run  # noqa: E402  pylint: disable=wrong-import-position
 
 FULL_SIZES = (3, 100, 1000, 5000)
 QUICK_SIZES = (3, 100)
 PARTS = ('ansible', 'core', 'profile', 'cycle', 'aggregate', 'fleet', 'ssh')
-PEER_COMMENT_RET = _ipt.COMMENT_RETURN
+PEER_COMMENT_RET = COMMENTS['docs']['return']
 TARGET_CORE_RATIO = 1.5
 TARGET_PEER_SPEEDUP = 50.0
 TARGET_CYCLE_CPU_MS = 50.0
@@ -84,7 +84,7 @@ def peer_payload(cidrs):
     lines = [':%s - [0:0]' % CHAIN]
     lines += ['-A %s -d %s -m comment --comment "%s" -j RETURN' % (CHAIN, c, PEER_COMMENT_RET)
               for c in ['169.254.0.0/16'] + list(cidrs)]
-    lines.append('-A %s -m comment --comment "%s" -j MASQUERADE' % (CHAIN, _ipt.COMMENT_MASQ))
+    lines.append('-A %s -m comment --comment "%s" -j MASQUERADE' % (CHAIN, COMMENTS['docs']['masquerade']))
     lines.append('-A POSTROUTING -m comment --comment "%s" -j %s' % (_ipt.COMMENT_JUMP % CHAIN, CHAIN))
     return '*nat\n' + '\n'.join(lines) + '\nCOMMIT\n'
 

@@ -34,7 +34,12 @@ import re
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import Tools
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import parse_save
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import parse_nft
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import (
+    involves,
+    parse_nft,
+    render_expr,
+    render_rule,
+)
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import DEFAULT_CHAIN, validate_chain_name
 
 OWNERS = ('ip-masq-agent', 'docker', 'flannel', 'kube-proxy', 'cni', 'netavark', 'libvirt', 'unknown')
@@ -401,134 +406,6 @@ def audit_iptables(text, family, backend, chain):
 # nft -j list ruleset
 # --------------------------------------------------------------------------
 
-_META_BARE = frozenset(('iifname', 'oifname', 'iif', 'oif', 'iiftype', 'oiftype'))
-
-
-def render_expr(e, quote=False):
-    """nft syntax for one JSON expression (close to what ``nft list`` prints)."""
-    if isinstance(e, bool):
-        return 'true' if e else 'false'
-    if isinstance(e, str):
-        return '"%s"' % e if quote and not e.startswith('@') else e
-    if isinstance(e, int):
-        return str(e)
-    if isinstance(e, list):
-        return ','.join(render_expr(x, quote) for x in e)
-    if not isinstance(e, dict) or len(e) != 1:
-        return json.dumps(e, sort_keys=True)
-    key, val = next(iter(e.items()))
-    if key == 'payload' and isinstance(val, dict):
-        if 'protocol' in val:
-            return '%s %s' % (val['protocol'], val.get('field', ''))
-        return '@%s,%s,%s' % (val.get('base'), val.get('offset'), val.get('len'))
-    if key == 'meta' and isinstance(val, dict):
-        k = val.get('key', '')
-        return k if k in _META_BARE else 'meta ' + k
-    if key == 'fib' and isinstance(val, dict):
-        flags = val.get('flags', [])
-        flags = [flags] if isinstance(flags, str) else flags
-        return 'fib %s %s' % (' . '.join(flags), val.get('result', ''))
-    if key == 'ct' and isinstance(val, dict):
-        return 'ct %s%s' % (val['dir'] + ' ' if val.get('dir') else '', val.get('key', ''))
-    if key == 'prefix' and isinstance(val, dict):
-        return '%s/%s' % (val.get('addr'), val.get('len'))
-    if key == 'range' and isinstance(val, list) and len(val) == 2:
-        return '%s-%s' % (render_expr(val[0]), render_expr(val[1]))
-    if key == 'set':
-        items = val if isinstance(val, list) else [val]
-        return '{ %s }' % ', '.join(
-            '%s : %s' % (render_expr(i[0], quote), render_expr(i[1])) if isinstance(i, list) and len(i) == 2
-            else render_expr(i, quote) for i in items)
-    if key == 'concat' and isinstance(val, list):
-        return ' . '.join(render_expr(x) for x in val)
-    if key in ('&', '|', '^', '<<', '>>') and isinstance(val, list) and len(val) == 2:
-        return '%s %s %s' % (render_expr(val[0]), key, _hexish(val[1]))
-    if key == 'elem' and isinstance(val, dict):
-        return render_expr(val.get('val'), quote)
-    if key in ('jump', 'goto') and isinstance(val, dict):
-        return '%s %s' % (key, val.get('target'))
-    if key in ('accept', 'drop', 'return', 'continue', 'queue'):
-        return key
-    return json.dumps(e, sort_keys=True)
-
-
-def _hexish(v):
-    return '0x%08x' % v if isinstance(v, int) else render_expr(v)
-
-
-def _involves(e, kind, key=None):
-    """True if expression ``e`` contains a ``{kind: {...}}`` (with ``key``)."""
-    if isinstance(e, dict):
-        for k, v in e.items():
-            if k == kind and (key is None or (isinstance(v, dict) and v.get('key') == key)):
-                return True
-            if _involves(v, kind, key):
-                return True
-    elif isinstance(e, list):
-        return any(_involves(x, kind, key) for x in e)
-    return False
-
-
-def _nat_text(kind, val):
-    if not val:
-        return kind
-    parts = [kind]
-    if kind == 'masquerade':
-        if val.get('port') is not None:
-            parts.append('to :%s' % render_expr(val['port']))
-    else:
-        fam = val.get('family')
-        target = render_expr(val['addr']) if val.get('addr') is not None else ''
-        if val.get('port') is not None:
-            target += ':%s' % render_expr(val['port'])
-        parts.append(('%s to %s' % (fam, target)) if fam else 'to %s' % target)
-    flags = val.get('flags')
-    if flags:
-        parts.append(','.join(flags) if isinstance(flags, list) else str(flags))
-    return ' '.join(parts)
-
-
-def render_stmt(s):
-    if not isinstance(s, dict) or len(s) != 1:
-        return json.dumps(s, sort_keys=True)
-    key, val = next(iter(s.items()))
-    if key == 'match' and isinstance(val, dict):
-        left = val.get('left')
-        quote = isinstance(left, dict) and 'meta' in left and isinstance(left['meta'], dict) and \
-            left['meta'].get('key') in ('iifname', 'oifname')
-        right = val.get('right')
-        right_text = _hexish(right) if _involves(left, 'meta', 'mark') else render_expr(right, quote)
-        op = val.get('op', '==')
-        binop = isinstance(left, dict) and any(k in left for k in ('&', '|', '^', '<<', '>>'))
-        if op in ('==', 'in') and not binop:
-            return '%s %s' % (render_expr(left), right_text)
-        return '%s %s %s' % (render_expr(left), op, right_text)
-    if key == 'counter':
-        return 'counter'
-    if key in ('masquerade', 'snat', 'dnat', 'redirect'):
-        return _nat_text(key, val if isinstance(val, dict) else None)
-    if key == 'mangle' and isinstance(val, dict):
-        return '%s set %s' % (render_expr(val.get('key')), render_expr(val.get('value')))
-    if key == 'vmap' and isinstance(val, dict):
-        return '%s vmap %s' % (render_expr(val.get('key')), render_expr(val.get('data'), quote=True))
-    if key == 'xt':
-        if isinstance(val, dict):
-            return 'xt %s %s' % (val.get('type', ''), val.get('name', ''))
-        return 'xt ?'
-    if key in ('jump', 'goto', 'accept', 'drop', 'return', 'continue', 'queue'):
-        return render_expr(s)
-    if val is None:
-        return key
-    return key
-
-
-def render_rule(rule):
-    text = ' '.join(render_stmt(s) for s in rule.get('expr', []))
-    if rule.get('comment'):
-        text += ' comment "%s"' % rule['comment']
-    return text
-
-
 def _nft_targets(rule_expr, maps):
     """Chains a rule jumps or goes to, also through anonymous and named verdict maps."""
     found = []
@@ -576,7 +453,7 @@ def _nft_cond(rule_expr, comment):
         if isinstance(m, dict):
             left, right, op = m.get('left'), m.get('right'), m.get('op', '==')
             neg = op == '!='
-            if _involves(left, 'meta', 'iifname') or _involves(left, 'meta', 'oifname'):
+            if involves(left, 'meta', 'iifname') or involves(left, 'meta', 'oifname'):
                 if isinstance(right, str):
                     cond.ifaces.append(right)
             elif isinstance(left, dict) and 'payload' in left and isinstance(left['payload'], dict):
@@ -587,13 +464,13 @@ def _nft_cond(rule_expr, comment):
                         cond.sources.append((neg, text))
                     elif field == 'daddr':
                         cond.dests.append((neg, text))
-            elif _involves(left, 'meta', 'mark'):
+            elif involves(left, 'meta', 'mark'):
                 if (op == '==' and right != 0) or (op == '!=' and right == 0):
                     cond.mark = True
-            elif _involves(left, 'ct', 'status'):
+            elif involves(left, 'ct', 'status'):
                 if op in ('==', 'in') and 'dnat' in (right if isinstance(right, list) else [right]):
                     cond.dnat = True
-            elif _involves(left, 'fib') and op == '==' and right == 'local':
+            elif involves(left, 'fib') and op == '==' and right == 'local':
                 fib = left.get('fib', {}) if isinstance(left, dict) else {}
                 if 'saddr' in (fib.get('flags') or []):
                     cond.local_src = True
@@ -601,8 +478,8 @@ def _nft_cond(rule_expr, comment):
                     and not neg:
                 cond.hairpin_set = True
         v = s.get('vmap')
-        if isinstance(v, dict) and (_involves(v.get('key'), 'meta', 'iifname') or
-                                    _involves(v.get('key'), 'meta', 'oifname')):
+        if isinstance(v, dict) and (involves(v.get('key'), 'meta', 'iifname') or
+                                    involves(v.get('key'), 'meta', 'oifname')):
             data = v.get('data')
             if isinstance(data, dict) and isinstance(data.get('set'), list):
                 cond.ifaces.extend(i[0] for i in data['set'] if isinstance(i, list) and isinstance(i[0], str))
@@ -615,7 +492,7 @@ def _nft_gate_return(rule):
     if len(expr) != 2 or not isinstance(expr[1], dict) or 'return' not in expr[1]:
         return False
     m = expr[0].get('match') if isinstance(expr[0], dict) else None
-    return isinstance(m, dict) and _involves(m.get('left'), 'meta', 'mark') and m.get('op') == '==' \
+    return isinstance(m, dict) and involves(m.get('left'), 'meta', 'mark') and m.get('op') == '==' \
         and m.get('right') == 0
 
 

@@ -11,7 +11,7 @@ __metaclass__ = type
 DOCUMENTATION = r'''
 ---
 module: masq_chain
-short_description: Own the ip-masq-agent nat chain and its POSTROUTING jump
+short_description: Own the ip-masq-agent SNAT policy (the nat chain and its jump, or an nftables table)
 version_added: 1.0.0
 description:
   - Manages the nat chain C(IP-MASQ-AGENT) and the jump to it from C(POSTROUTING) exactly
@@ -37,20 +37,30 @@ description:
     any other chain (Docker's, kube-proxy's, the user's own C(POSTROUTING) rules) are never touched.
   - Works with both iptables backends (nf_tables and legacy), whichever the node's
     C(iptables-save) and C(iptables-restore) are; the result says which one was used.
+  - With O(backend=nftables) the same policy is one table of its own, C(inet ip-masq-agent) (the chain
+    name in lower case): interval sets of the non-masquerade prefixes per family, a base chain at the
+    postrouting hook (priority srcnat) that skips local destinations (C(fib daddr type local)), link-local
+    unless masqueraded, and the sets, then masquerades. A new connection costs one set lookup however long
+    the list is, and there is no jump to keep in place. It is read with one C(nft -j) run and, when it
+    differs, replaced whole in one atomic C(nft -j -f -) transaction.
+  - The policy lives in one backend only. A run that writes it in one backend removes ours from the other in
+    the same run (write first, then remove; a failed step undoes the ones before it), so a switch never
+    leaves a node with neither policy or with both. See O(backend).
   - Needs only Python's standard library on the node.
 author:
   - ipmasq.agent maintainers (@ipmasq)
 attributes:
   check_mode:
     support: full
-    description: Reads the rules and reports what would change; runs no C(iptables-restore).
+    description: Reads the rules and reports what would change; runs no C(iptables-restore) and no nft transaction.
   diff_mode:
     support: full
-    description: Shows the chain and its jumps before and after, per family, in C(iptables-save) form.
+    description: Shows the chain and its jumps before and after, per family, in C(iptables-save) form, and the
+      nftables table in C(nft list table) form (one set element per line).
   platform:
     support: full
     platforms: posix
-    description: Linux with iptables (nf_tables or legacy backend).
+    description: Linux with iptables (nf_tables or legacy backend), or nft for O(backend=nftables).
 options:
   nonmasquerade_cidrs:
     description:
@@ -96,6 +106,7 @@ options:
       - Name of the nat chain to own. At most 28 characters of letters, digits, C(_ . + -), not a
         built-in chain or target name.
       - Renaming leaves the old chain in place; remove it first with O(state=absent) and the old name.
+      - With O(backend=nftables) the name in lower case names the table, C(inet ip-masq-agent) by default.
     type: str
     default: IP-MASQ-AGENT
   adopt_chain:
@@ -105,13 +116,14 @@ options:
       - By default such a chain is refused and nothing is changed, so that a typo such as O(chain=DOCKER)
         cannot flush another tool's chain; O(state=absent) refuses to delete it in the same way. An empty
         chain, or a chain of ours with a foreign rule added, needs no adoption.
+      - The same holds for an nftables table of that name with O(backend=nftables).
     type: bool
     default: false
     version_added: 1.0.0
   random_fully:
     description:
-      - Add C(--random-fully) to every C(MASQUERADE) rule. V(true) needs iptables 1.6.2 or later; an
-        older one is a clear error.
+      - Add C(--random-fully) to every C(MASQUERADE) rule (C(fully-random) with O(backend=nftables)).
+        V(true) needs iptables 1.6.2 or later; an older one is a clear error.
       - When not given, the O(rule_format)'s default. With V(docs), off, so that the listing equals the
         documented one. With V(upstream), on where iptables supports it (1.6.2 or later) and off
         where it does not, as upstream's C(--random-fully) flag (default true).
@@ -134,6 +146,7 @@ options:
         where it is, as upstream does.
       - V(first) keeps the jump at position 1 of C(POSTROUTING) (moving it there if needed), so earlier
         C(POSTROUTING) rules of other tools cannot act on the traffic first.
+      - The nftables backend has no jump (its chain is a base chain of its own), so this does not apply there.
     type: str
     choices: [append, first]
     default: append
@@ -151,10 +164,34 @@ options:
         upstream DaemonSet wrote for the same settings reads as unchanged, so it is taken over without
         a write.
       - The C(POSTROUTING) jump is the same in both.
+      - With O(backend=nftables) the format chooses the rules' comments and the default of O(random_fully)
+        (V(upstream) masquerades C(fully-random) unless O(random_fully=false)).
     type: str
     choices: [docs, upstream]
     default: docs
     version_added: 1.0.0
+  backend:
+    description:
+      - Where the policy lives.
+      - V(iptables) the nat chain and its C(POSTROUTING) jump, written with the node's C(iptables-restore)
+        (either iptables backend).
+      - V(nftables) one nftables table of its own, written with C(nft).
+      - V(auto) keeps a node where it is and picks for a new one. A node with our iptables chain stays on
+        iptables; else a node with our nftables table stays on nftables; else (a new node) iptables where
+        C(iptables-save) and C(iptables-restore) are installed, nftables where only C(nft) is. The result says
+        which it picked and why (RV(selected_backend), RV(backend_reason)).
+      - Switching (V(iptables) on a node with our table, V(nftables) on a node with our chain) writes the
+        policy in the new backend and removes ours from the old one in the same run. When a step fails, the
+        ones already written are undone, so the node keeps the policy it had, in one backend.
+      - A run of the nftables backend also removes our iptables chain when it finds one, even when its table
+        needed no change. A run of the iptables backend that changes nothing does not look for the table (that
+        would cost every iptables node an C(nft) run): the P(ipmasq.agent.snat_sources#module) audit reports
+        ours in both backends.
+      - O(state=absent) removes ours from both backends, whatever this says.
+    type: str
+    choices: [auto, iptables, nftables]
+    default: auto
+    version_added: 1.1.0
   cidr_limit:
     description:
       - Most CIDRs allowed in O(nonmasquerade_cidrs) (link-local not counted, reserved ranges counted),
@@ -164,14 +201,15 @@ options:
   state:
     description:
       - V(absent) removes every jump to the chain from C(POSTROUTING) and the chain itself, in both
-        families. A second V(absent) changes nothing.
+        families, and the nftables table of that name. A second V(absent) changes nothing.
     type: str
     choices: [present, absent]
     default: present
 notes:
   - When IPv4 was written and the IPv6 write then fails, the task fails with C(changed=true), says what was
     already applied, and lists it in C(applied); running it again finishes the job.
-  - A C(RETURN) here does not stop another nat chain or nft table from masquerading the same traffic;
+  - A C(RETURN) here (a C(return) in the nftables table) does not stop another nat chain or nft table from
+    masquerading the same traffic;
     Docker's C(--ip-masq) and flannel's C(--ip-masq) must be switched off for this chain to be the
     single source of SNAT (the P(ipmasq.agent.ip_masq#role) role does that).
 seealso:
@@ -202,22 +240,79 @@ EXAMPLES = r'''
   ipmasq.agent.masq_chain:
     to_ports: 1024-29999,32768-65535
 
-- name: Remove the chain and its jumps (IPv4 and IPv6)
+- name: The same policy as an nftables table of its own (inet ip-masq-agent)
+  ipmasq.agent.masq_chain:
+    nonmasquerade_cidrs: [10.0.0.0/8, "fd00::/8"]
+    ipv6: true
+    backend: nftables
+
+- name: Remove the chain and its jumps (IPv4 and IPv6), and the nftables table
   ipmasq.agent.masq_chain:
     state: absent
 '''
 
 RETURN = r'''
+selected_backend:
+  description: Where the policy lives after the run, V(iptables) or V(nftables) (see O(backend)); null with
+    O(state=absent).
+  returned: always
+  type: str
+  sample: nftables
+  version_added: 1.1.0
+backend_reason:
+  description: Why that backend, for example C(auto: the node has our iptables chain IP-MASQ-AGENT (IPv4)).
+  returned: always
+  type: str
+  sample: 'asked for (backend=nftables)'
+  version_added: 1.1.0
 backend:
-  description: The iptables backend the node's tools use.
+  description: The iptables backend the node's iptables tools use (V(nf_tables) or V(legacy)); null when the run
+    did not read iptables.
   returned: always
   type: str
   sample: nf_tables
 iptables_version:
-  description: Version of the node's iptables, from C(iptables-save).
+  description: Version of the node's iptables, from C(iptables-save); null when the run did not read iptables.
   returned: always
   type: str
   sample: 1.8.9
+nft_version:
+  description: Version of the node's nft, from its JSON listing; null when the run did not run nft.
+  returned: always
+  type: str
+  sample: 1.0.6
+  version_added: 1.1.0
+nftables:
+  description: The nftables side.
+  returned: always
+  type: dict
+  version_added: 1.1.0
+  contains:
+    table:
+      description: Our table.
+      type: str
+      sample: table inet ip-masq-agent
+    managed:
+      description: Whether the policy lives in this table (O(backend) chose nftables).
+      type: bool
+    read:
+      description: Whether the run listed the table.
+      type: bool
+    exists_before:
+      description: Whether the table existed before the run.
+      type: bool
+    changed:
+      description: Whether the table was (or, in check mode, would be) written or deleted.
+      type: bool
+    before:
+      description: The table before the run, as C(nft list table) shows it (one set element per line), or null.
+      type: str
+    after:
+      description: The table the policy wants, in the same form, or null.
+      type: str
+    transaction:
+      description: The C(nft -j -f -) transaction written (or that would be), libnftables JSON, or null.
+      type: str
 chain:
   description: The chain managed.
   returned: always
@@ -241,12 +336,13 @@ commands:
   elements: str
   sample: ["/usr/sbin/iptables-save -t nat", "/usr/sbin/iptables-restore --wait=30 --noflush"]
 ipv4:
-  description: The IPv4 side.
+  description: The IPv4 side in iptables.
   returned: always
   type: dict
   contains:
     managed:
-      description: Whether the chain is kept in place for this family.
+      description: Whether the chain is kept in place for this family (false with the nftables backend, where the
+        run only removes a chain of ours).
       type: bool
     changed:
       description: Whether this family changed.
@@ -275,7 +371,7 @@ ipv6:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend, diff_text
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.backends import Backends, check_backend, diff_text
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy, validate_chain_name
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import sync
 from ansible_collections.ipmasq.agent.plugins.module_utils._module import run_module
@@ -300,7 +396,8 @@ def enforce(module, run, find):
         )
     else:
         validate_chain_name(p['chain'])
-    result = sync(policy, IptablesBackend(run, find), state=p['state'], check_mode=module.check_mode,
+    backends = Backends(run, find, choice=check_backend(p['backend']))
+    result = sync(policy, backends, state=p['state'], check_mode=module.check_mode,
                   chain=p['chain'], adopt=p['adopt_chain'])
     result['diff'] = {'before': diff_text(result, 'before'), 'after': diff_text(result, 'after')}
     return result
@@ -321,6 +418,7 @@ def main():
             jump_position=dict(type='str', choices=['append', 'first'], default='append'),
             cidr_limit=dict(type='int', default=64),
             rule_format=dict(type='str', choices=['docs', 'upstream'], default='docs'),
+            backend=dict(type='str', choices=['auto', 'iptables', 'nftables'], default='auto'),
             state=dict(type='str', choices=['present', 'absent'], default='present'),
         ),
         supports_check_mode=True,

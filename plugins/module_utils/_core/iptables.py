@@ -34,6 +34,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save i
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import (
     FAMILIES,
+    OUR_COMMENT_PREFIX,
     RANDOM_FULLY_SINCE,
     port_text,
     validate_chain_name,
@@ -48,22 +49,13 @@ TOOLS = {
     6: ('ip6tables', 'ip6tables-save', 'ip6tables-restore'),
 }
 
-# The rule comments as the Kubernetes docs (and our users' eyes) know them
-# (rule_format docs).
-OUR_COMMENT_PREFIX = 'ip-masq-agent:'
-COMMENT_RETURN = 'ip-masq-agent: cluster-local traffic should not be subject to MASQUERADE'
-COMMENT_MASQ = ('ip-masq-agent: outbound traffic should be subject to MASQUERADE '
-                '(this match must come after cluster-local CIDR matches)')
+# The jump's comment (the same in both rule formats) and the match every
+# docs-format rule carries; the chain rules' comments are the policy's
+# (policy.COMMENTS).  rule_format upstream's chain rules carry no addrtype
+# match: the jump already has it.
 COMMENT_JUMP = ('ip-masq-agent: ensure nat POSTROUTING directs all non-LOCAL destination '
                 'traffic to our custom %s chain')
 NOT_LOCAL = '-m addrtype ! --dst-type LOCAL'
-
-# rule_format upstream: what kubernetes-sigs/ip-masq-agent v2.12 writes
-# (cmd/ip-masq-agent/ip-masq-agent.go: nonMasqRuleComment, masqRuleComment;
-# the jump, its comment and its addrtype match are the same in both formats).
-# Its chain rules carry no addrtype match: the jump already has it.
-UPSTREAM_COMMENT_RETURN = 'ip-masq-agent: local traffic is not subject to MASQUERADE'
-UPSTREAM_COMMENT_MASQ = 'ip-masq-agent: outbound traffic is subject to MASQUERADE (must be last in chain)'
 
 
 def payload(lines):
@@ -98,11 +90,10 @@ def jump_spec(chain):
 
 def _texts(policy):
     """``(RETURN match, MASQUERADE match)`` of the policy's rule format."""
-    if policy.rule_format == 'upstream':
-        return ('-m comment --comment "%s"' % UPSTREAM_COMMENT_RETURN,
-                '-m comment --comment "%s"' % UPSTREAM_COMMENT_MASQ)
-    return ('-m comment --comment "%s" %s' % (COMMENT_RETURN, NOT_LOCAL),
-            '-m comment --comment "%s" %s' % (COMMENT_MASQ, NOT_LOCAL))
+    comments = policy.comments()
+    tail = '' if policy.rule_format == 'upstream' else ' ' + NOT_LOCAL
+    return ('-m comment --comment "%s"%s' % (comments['return'], tail),
+            '-m comment --comment "%s"%s' % (comments['masquerade'], tail))
 
 
 def _masq_specs(policy, random_fully):
@@ -249,6 +240,20 @@ class FamilyPlan:
         rules = self.table.rules(self.chain) + self.jumps
         return any((r.comment or '').startswith(OUR_COMMENT_PREFIX) for r in rules)
 
+    def undo_lines(self):
+        """Restore lines that take this plan's write back, for a switch of
+        backend: a written policy is removed again (the other backend still
+        holds it); a removed chain is put back with its rules and its jumps
+        at their places in POSTROUTING."""
+        chain = self.chain
+        if self.managed:
+            return [self.after_jump.replace('-A', '-D', 1), ':%s - [0:0]' % chain, '-X %s' % chain]
+        lines = [':%s - [0:0]' % chain] + list(self.rules)
+        prefix = '-A POSTROUTING '
+        lines.extend('-I POSTROUTING %d %s' % (r.index + 1, r.line[len(prefix):])
+                     for r in sorted(self.jumps, key=lambda r: r.index))
+        return lines
+
     def refuse_foreign(self, adopt, what):
         if adopt or self.ours():
             return
@@ -385,9 +390,15 @@ class IptablesBackend:
             reading.tables[family] = table
         return reading
 
-    def plan(self, reading, policy, chain=None, adopt=False):
+    def plan(self, reading, policy, chain=None, adopt=False, strict=None, undo=False):
+        """The steps, one per family that changes.  Without a policy every
+        chain of ours is removed; a chain of that name that is not ours is
+        then an error (``strict``, the default for state=absent) or left
+        alone.  ``undo``: each step can be taken back (a switch of backend)."""
         chain = policy.chain if policy is not None else validate_chain_name(chain)
         managed = policy.families() if policy is not None else ()
+        if strict is None:
+            strict = policy is None
         for family, table in sorted(reading.tables.items()):
             if family in managed:
                 if policy.random_fully and table.version and table.version < RANDOM_FULLY_SINCE:
@@ -396,15 +407,22 @@ class IptablesBackend:
                                     % (TOOLS[family][0], '.'.join(str(x) for x in table.version)))
                 reading.plans[family] = plan_present(family, table, policy, adopt)
             else:
-                reading.plans[family] = plan_absent(family, table, chain, adopt, strict=policy is None)
+                reading.plans[family] = plan_absent(family, table, chain, adopt, strict=strict)
         steps = []
         for family, fam in sorted(reading.plans.items()):
             if fam.changed:
                 tools = self.tools[family]
                 tools.commands.append(' '.join(tools.restore_argv()))
+                back = None
+                if undo:
+                    back = lambda tools=tools, lines=fam.undo_lines(): tools.restore(lines)  # noqa: E731
                 steps.append(Step('IPv%d' % family, fam.actions,
-                                  lambda tools=tools, lines=fam.lines: tools.restore(lines)))
+                                  lambda tools=tools, lines=fam.lines: tools.restore(lines), back))
         return Plan(steps)
+
+    def has_chain(self, reading, chain):
+        """Whether a nat table read holds the chain (ours or not)."""
+        return any(chain in table.chains for table in reading.tables.values())
 
     def result(self, reading, plan, policy, state):
         """The ``masq_chain`` module's result."""

@@ -4,12 +4,15 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 #
 # NOTE: private to the ipmasq.agent collection; not a public API.
-"""The one reader of ``nft -j list ...`` output (libnftables JSON).
+"""The one reader of ``nft -j list ...`` output (libnftables JSON), and the
+one renderer of its rules as nft syntax.
 
 Tables with their chains (base-chain attributes kept: ``type``, ``hook``,
 ``prio``), rules (their ``expr`` statements as libnftables writes them), named
-maps and sets with their elements.  The SNAT audit walks it; an nftables
-backend reads its own table with it.
+maps and sets with their elements, and every other named object of a table
+(counters, quotas, flowtables, ...) by kind and name.  The SNAT audit walks
+it; the nftables backend reads its own table with it, and compares and shows
+rules as :func:`render_rule` writes them.
 
 Standard library only: this file runs on managed nodes.
 """
@@ -36,6 +39,7 @@ class NftTable:
         self.rules = collections.OrderedDict()
         self.maps = {}
         self.sets = collections.OrderedDict()
+        self.others = []       # (kind, name) of every other object in the table
 
 
 def parse_nft(data, what='nft -j list ruleset'):
@@ -73,4 +77,167 @@ def parse_nft(data, what='nft -j list ruleset'):
             table(obj).maps[obj.get('name')] = obj.get('elem', [])
         elif kind == 'set':
             table(obj).sets[obj.get('name')] = obj
+        elif kind != 'metainfo' and 'table' in obj:
+            table(obj).others.append((kind, obj.get('name')))
     return tables
+
+
+def documents(text, what='nft -j'):
+    """The JSON documents of one nft run that listed several things (one
+    document per list command, one after the other)."""
+    decoder = json.JSONDecoder()
+    docs = []
+    index = 0
+    text = text.strip()
+    while index < len(text):
+        try:
+            doc, index = decoder.raw_decode(text, index)
+        except ValueError as e:
+            raise MasqError('%s printed something that is not JSON: %s' % (what, e))
+        docs.append(doc)
+        while index < len(text) and text[index].isspace():
+            index += 1
+    return docs
+
+
+def version(data):
+    """The nft version a listing names in its metainfo, or None."""
+    for item in (data.get('nftables', []) if isinstance(data, dict) else []):
+        if isinstance(item, dict) and 'metainfo' in item:
+            return (item['metainfo'] or {}).get('version')
+    return None
+
+
+# --------------------------------------------------------------------------
+# Rules as nft syntax
+# --------------------------------------------------------------------------
+
+_META_BARE = frozenset(('iifname', 'oifname', 'iif', 'oif', 'iiftype', 'oiftype'))
+
+
+def render_expr(e, quote=False):
+    """nft syntax for one JSON expression (close to what ``nft list`` prints)."""
+    if isinstance(e, bool):
+        return 'true' if e else 'false'
+    if isinstance(e, str):
+        return '"%s"' % e if quote and not e.startswith('@') else e
+    if isinstance(e, int):
+        return str(e)
+    if isinstance(e, list):
+        return ','.join(render_expr(x, quote) for x in e)
+    if not isinstance(e, dict) or len(e) != 1:
+        return json.dumps(e, sort_keys=True)
+    key, val = next(iter(e.items()))
+    if key == 'payload' and isinstance(val, dict):
+        if 'protocol' in val:
+            return '%s %s' % (val['protocol'], val.get('field', ''))
+        return '@%s,%s,%s' % (val.get('base'), val.get('offset'), val.get('len'))
+    if key == 'meta' and isinstance(val, dict):
+        k = val.get('key', '')
+        return k if k in _META_BARE else 'meta ' + k
+    if key == 'fib' and isinstance(val, dict):
+        flags = val.get('flags', [])
+        flags = [flags] if isinstance(flags, str) else flags
+        return 'fib %s %s' % (' . '.join(flags), val.get('result', ''))
+    if key == 'numgen' and isinstance(val, dict):
+        text = 'numgen %s mod %s' % (val.get('mode', ''), val.get('mod'))
+        return text + (' offset %s' % val['offset'] if val.get('offset') else '')
+    if key == 'ct' and isinstance(val, dict):
+        return 'ct %s%s' % (val['dir'] + ' ' if val.get('dir') else '', val.get('key', ''))
+    if key == 'prefix' and isinstance(val, dict):
+        return '%s/%s' % (val.get('addr'), val.get('len'))
+    if key == 'range' and isinstance(val, list) and len(val) == 2:
+        return '%s-%s' % (render_expr(val[0]), render_expr(val[1]))
+    if key == 'set':
+        items = val if isinstance(val, list) else [val]
+        return '{ %s }' % ', '.join(
+            '%s : %s' % (render_expr(i[0], quote), render_expr(i[1])) if isinstance(i, list) and len(i) == 2
+            else render_expr(i, quote) for i in items)
+    if key == 'concat' and isinstance(val, list):
+        return ' . '.join(render_expr(x) for x in val)
+    if key in ('&', '|', '^', '<<', '>>') and isinstance(val, list) and len(val) == 2:
+        return '%s %s %s' % (render_expr(val[0]), key, _hexish(val[1]))
+    if key == 'elem' and isinstance(val, dict):
+        return render_expr(val.get('val'), quote)
+    if key in ('jump', 'goto') and isinstance(val, dict):
+        return '%s %s' % (key, val.get('target'))
+    if key in ('accept', 'drop', 'return', 'continue', 'queue'):
+        return key
+    return json.dumps(e, sort_keys=True)
+
+
+def _hexish(v):
+    return '0x%08x' % v if isinstance(v, int) else render_expr(v)
+
+
+def involves(e, kind, key=None):
+    """True if expression ``e`` contains a ``{kind: {...}}`` (with ``key``)."""
+    if isinstance(e, dict):
+        for k, v in e.items():
+            if k == kind and (key is None or (isinstance(v, dict) and v.get('key') == key)):
+                return True
+            if involves(v, kind, key):
+                return True
+    elif isinstance(e, list):
+        return any(involves(x, kind, key) for x in e)
+    return False
+
+
+def _nat_text(kind, val):
+    if not val:
+        return kind
+    parts = [kind]
+    if kind == 'masquerade':
+        if val.get('port') is not None:
+            parts.append('to :%s' % render_expr(val['port']))
+    else:
+        fam = val.get('family')
+        target = render_expr(val['addr']) if val.get('addr') is not None else ''
+        if val.get('port') is not None:
+            target += ':%s' % render_expr(val['port'])
+        parts.append(('%s to %s' % (fam, target)) if fam else 'to %s' % target)
+    flags = val.get('flags')
+    if flags:
+        parts.append(','.join(flags) if isinstance(flags, list) else str(flags))
+    return ' '.join(parts)
+
+
+def render_stmt(s):
+    if not isinstance(s, dict) or len(s) != 1:
+        return json.dumps(s, sort_keys=True)
+    key, val = next(iter(s.items()))
+    if key == 'match' and isinstance(val, dict):
+        left = val.get('left')
+        quote = isinstance(left, dict) and 'meta' in left and isinstance(left['meta'], dict) and \
+            left['meta'].get('key') in ('iifname', 'oifname')
+        right = val.get('right')
+        right_text = _hexish(right) if involves(left, 'meta', 'mark') else render_expr(right, quote)
+        op = val.get('op', '==')
+        binop = isinstance(left, dict) and any(k in left for k in ('&', '|', '^', '<<', '>>'))
+        if op in ('==', 'in') and not binop:
+            return '%s %s' % (render_expr(left), right_text)
+        return '%s %s %s' % (render_expr(left), op, right_text)
+    if key == 'counter':
+        return 'counter'
+    if key in ('masquerade', 'snat', 'dnat', 'redirect'):
+        return _nat_text(key, val if isinstance(val, dict) else None)
+    if key == 'mangle' and isinstance(val, dict):
+        return '%s set %s' % (render_expr(val.get('key')), render_expr(val.get('value')))
+    if key == 'vmap' and isinstance(val, dict):
+        return '%s vmap %s' % (render_expr(val.get('key')), render_expr(val.get('data'), quote=True))
+    if key == 'xt':
+        if isinstance(val, dict):
+            return 'xt %s %s' % (val.get('type', ''), val.get('name', ''))
+        return 'xt ?'
+    if key in ('jump', 'goto', 'accept', 'drop', 'return', 'continue', 'queue'):
+        return render_expr(s)
+    if val is None:
+        return key
+    return key
+
+
+def render_rule(rule):
+    text = ' '.join(render_stmt(s) for s in rule.get('expr', []))
+    if rule.get('comment'):
+        text += ' comment "%s"' % rule['comment']
+    return text

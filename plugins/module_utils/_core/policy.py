@@ -47,6 +47,28 @@ RESERVED_TARGETS = frozenset((
     'TTL', 'ULOG',
 ))
 _DIGITS = frozenset('0123456789')
+
+# The words every rule of ours carries, in each rule format; a rule or table
+# with a comment starting OUR_COMMENT_PREFIX is ours.
+#   docs: as the Kubernetes docs (and our users' eyes) know them;
+#   upstream: what kubernetes-sigs/ip-masq-agent v2.12 writes
+#   (cmd/ip-masq-agent/ip-masq-agent.go: nonMasqRuleComment, masqRuleComment).
+# 'local' is the nftables backend's rule for local destinations, which
+# iptables expresses as the addrtype match of the jump and of each rule.
+OUR_COMMENT_PREFIX = 'ip-masq-agent:'
+COMMENTS = {
+    'docs': {
+        'return': 'ip-masq-agent: cluster-local traffic should not be subject to MASQUERADE',
+        'masquerade': ('ip-masq-agent: outbound traffic should be subject to MASQUERADE '
+                       '(this match must come after cluster-local CIDR matches)'),
+        'local': 'ip-masq-agent: local destinations are never subject to MASQUERADE',
+    },
+    'upstream': {
+        'return': 'ip-masq-agent: local traffic is not subject to MASQUERADE',
+        'masquerade': 'ip-masq-agent: outbound traffic is subject to MASQUERADE (must be last in chain)',
+        'local': 'ip-masq-agent: local destinations are never subject to MASQUERADE',
+    },
+}
 # The first iptables release with MASQUERADE --random-fully.
 RANDOM_FULLY_SINCE = (1, 6, 2)
 
@@ -163,6 +185,10 @@ class Policy:
                 return [link_local] + cidrs     # upstream: a listed link-local is written again
             cidrs = [link_local] + [c for c in cidrs if c != link_local]
         return cidrs
+
+    def comments(self):
+        """The rule comments of this policy's rule format (:data:`COMMENTS`)."""
+        return COMMENTS[self.rule_format]
 
     def random_fully_for(self, version):
         """Whether MASQUERADE carries --random-fully with iptables ``version``

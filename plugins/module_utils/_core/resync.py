@@ -22,9 +22,11 @@ cycle's work.  A cycle imports nothing it does not use: no ``re``, no
 One cycle reads the config file as the upstream agent does (a missing file
 means the defaults; an invalid one is refused, the last good configuration is
 enforced instead and the exit code is 2), then calls the collection's one
-implementation of the rules (``sync.sync`` with the iptables backend), under
-the writers' lock: one ``iptables-save`` per family, and an
-``iptables-restore --noflush`` only when something drifted.
+implementation of the rules (``sync.sync`` with the backend ``--backend``
+picks, ``backends.py``), under the writers' lock: with iptables one
+``iptables-save`` per family and an ``iptables-restore --noflush`` only when
+something drifted; with nftables one ``nft -j`` listing and one ``nft -j -f -``
+transaction only when something drifted.
 Nothing is written and nothing is logged when nothing drifted; every repair
 is logged with a journald priority prefix (``<4>`` warning, ``<5>`` notice).
 
@@ -46,6 +48,7 @@ __metaclass__ = type
 import os
 import sys
 
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.backends import BACKENDS, Backends
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.config import (
     DEFAULT_CONFIG_PATH,
     defaults,
@@ -60,7 +63,6 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.golang import (
     parse_bool,
     parse_duration_ns,
 )
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import (
     DEFAULT_CHAIN,
     Policy,
@@ -243,7 +245,7 @@ def cycle(opts, log):
                     'writes from ip_masq_resync_interval); the file does not change the timer.'
                     % (opts.config, settings['resync_interval'], timer))
 
-    result = sync(policy, IptablesBackend(make_run(), find), check_mode=opts.check)
+    result = sync(policy, Backends(make_run(), find, choice=opts.backend), check_mode=opts.check)
 
     if result['actions']:
         if opts.check:
@@ -261,9 +263,15 @@ def cycle(opts, log):
             if payload:
                 log('debug', '%s-restore input:\n%s' % ('iptables' if family == 'ipv4' else 'ip6tables',
                                                         payload.rstrip('\n')))
+        if result['nftables'].get('transaction'):
+            log('debug', 'nft -j -f - input:\n%s' % result['nftables']['transaction'])
     elif opts.verbose:
-        log('info', 'in sync: chain %s and its POSTROUTING jump (%s, iptables %s); nothing written.'
-            % (result['chain'], result['backend'], result['iptables_version']))
+        if result['selected_backend'] == 'nftables':
+            log('info', 'in sync: %s (nft %s; %s); nothing written.'
+                % (result['nftables']['table'], result['nft_version'], result['backend_reason']))
+        else:
+            log('info', 'in sync: chain %s and its POSTROUTING jump (%s, iptables %s; %s); nothing written.'
+                % (result['chain'], result['backend'], result['iptables_version'], result['backend_reason']))
 
     if new_config and not opts.check:
         try:
@@ -283,6 +291,7 @@ def cycle(opts, log):
 USAGE = """usage: %(prog)s [--config PATH] [--masq-chain NAME] [--nomasq-all-reserved-ranges[=BOOL]]
                      [--enable-ipv6[=BOOL]] [--random-fully[=BOOL]] [--to-ports RANGES]
                      [--jump-position append|first] [--rule-format docs|upstream]
+                     [--backend auto|iptables|nftables]
                      [--state-file PATH] [--resync-interval DURATION]
                      [--once] [--check] [--log-format auto|journal|plain] [-v] [-h]
 """ % {'prog': PROG}
@@ -290,7 +299,8 @@ USAGE = """usage: %(prog)s [--config PATH] [--masq-chain NAME] [--nomasq-all-res
 HELP = USAGE + """
 One cycle of the Kubernetes ip-masq-agent on a node without Kubernetes: read the agent
 config file (YAML or JSON, the upstream schema) and make the nat chain and its POSTROUTING
-jump match it. Nothing is written when nothing drifted. The flags mirror upstream's.
+jump (or, with --backend nftables, our nftables table) match it. Nothing is written when
+nothing drifted. The flags mirror upstream's.
 
   --config PATH             the agent config file (default %(config)s);
                             a missing file means the upstream defaults
@@ -308,6 +318,12 @@ jump match it. Nothing is written when nothing drifted. The flags mirror upstrea
                             upstream (byte for byte what the upstream agent v2.12 writes;
                             duplicate CIDRs kept, reserved ranges added to the default
                             list only)
+  --backend B               where the policy lives: iptables (the chain), nftables
+                            (the table inet <chain in lower case>) or auto (default:
+                            a node keeps the backend that holds our policy; a new
+                            node gets iptables where it is installed, else nftables).
+                            A cycle that writes the policy removes ours from the
+                            other backend
   --state-file PATH         a copy of the last good config file (default %(state)s);
                             enforced when the config file is refused
   --resync-interval DUR     the interval the timer runs this at (Go duration); only
@@ -335,6 +351,7 @@ FLAGS = {
     '--to-ports': ('to_ports', 'str', ''),
     '--jump-position': ('jump_position', ('append', 'first'), 'append'),
     '--rule-format': ('rule_format', ('docs', 'upstream'), 'docs'),
+    '--backend': ('backend', BACKENDS, 'auto'),
     '--state-file': ('state_file', 'str', DEFAULT_STATE_FILE),
     '--resync-interval': ('resync_interval', 'str', None),
     '--once': ('once', 'bool', False),

@@ -16,10 +16,13 @@ mode reads and plans without the lock and writes nothing.
 ``masq_chain`` module and the node-side resync run.  The daemon modules'
 rule clean-up runs ``locked`` with a plan of its own.
 
-A plan is a list of steps (one per family for iptables), written in order.
-When a step fails after an earlier one was written, the error says exactly
-what was already applied (and ``changed`` is true), instead of leaving the
-user to guess.
+A plan is a list of steps (one per family for iptables, one for the
+nftables table), written in order.  When a step fails after an earlier one
+was written, the error says exactly what was already applied (and
+``changed`` is true), instead of leaving the user to guess.  A step may
+carry its own undo (a switch from one backend to the other does): then the
+steps already written are undone, in reverse order, so that the node keeps
+the policy it had, in the backend it had it in.
 
 Standard library only: this file runs on managed nodes.
 """
@@ -33,15 +36,21 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.lock import Loc
 
 
 class Step:
-    """One write: a label (``IPv4``), what it does, and the function doing it."""
+    """One write: a label (``IPv4``), what it does, the function doing it
+    and, optionally, the function that takes it back."""
 
-    def __init__(self, label, actions, write):
+    def __init__(self, label, actions, write, undo=None):
         self.label = label
         self.actions = list(actions)
         self.write = write
+        self.undo = undo
 
     def described(self):
         return ['%s: %s' % (self.label, a) for a in self.actions]
+
+
+def _labels(steps):
+    return ' and '.join(s.label for s in steps)
 
 
 class Plan:
@@ -59,7 +68,9 @@ class Plan:
         return [a for step in self.steps for a in step.described()]
 
     def apply(self):
-        """Write every step in order; report exactly what was applied when one fails."""
+        """Write every step in order.  When one fails: undo the written steps
+        that can be undone (newest first), and report exactly what was
+        applied, undone and kept."""
         done = []
         for step in self.steps:
             try:
@@ -67,15 +78,40 @@ class Plan:
             except MasqError as e:
                 if not done:
                     raise
-                applied = [a for s in done for a in s.described()]
-                details = dict(e.details)
-                details.update(changed=True, applied=applied)
-                raise MasqError('%s %s %s already applied and %s kept: %s. Fix the problem above and run again to '
-                                'finish.' % (e.msg.rstrip('.') + '.', ' and '.join(s.label for s in done),
-                                             'was' if len(done) == 1 else 'were',
-                                             'is' if len(done) == 1 else 'are', '; '.join(applied)),
-                                **details)
+                raise _after_failure(e, done)
             done.append(step)
+
+
+def _after_failure(error, done):
+    """The error to raise when a step failed after the steps ``done`` were written."""
+    undone, kept, failed = [], [], []
+    for step in reversed(done):
+        if step.undo is None:
+            kept.insert(0, step)
+            continue
+        try:
+            step.undo()
+        except MasqError as e:
+            failed.append((step, e))
+            kept.insert(0, step)
+        else:
+            undone.insert(0, step)
+    details = dict(error.details)
+    first = error.msg.rstrip('.') + '.'
+    if not kept:
+        details.update(changed=False, undone=[a for s in undone for a in s.described()])
+        return MasqError('%s What was written before it (%s) was undone: the node is as it was. Nothing was changed.'
+                         % (first, _labels(undone)), **details)
+    applied = [a for s in kept for a in s.described()]
+    details.update(changed=True, applied=applied, undone=[a for s in undone for a in s.described()])
+    text = '%s %s %s already applied and %s kept: %s.' % (
+        first, _labels(kept), 'was' if len(kept) == 1 else 'were', 'is' if len(kept) == 1 else 'are',
+        '; '.join(applied))
+    if undone:
+        text += ' %s %s undone.' % (_labels(undone), 'was' if len(undone) == 1 else 'were')
+    for step, e in failed:
+        text += ' Undoing %s failed as well: %s' % (step.label, e.msg.rstrip('.') + '.')
+    return MasqError(text + ' Fix the problem above and run again to finish.', **details)
 
 
 class _NoLock:

@@ -12,7 +12,7 @@ import os
 import pytest
 
 from ansible_collections.ipmasq.agent.plugins.module_utils import _snat_audit as a
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import iptables
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import iptables, nft_json
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy
 
@@ -530,7 +530,7 @@ def test_parse_nft_rejects_garbage():
     ({'log': {'prefix': 'x'}}, 'log'),
 ])
 def test_render_nft_statements(stmt, text):
-    assert a.render_stmt(stmt) == text
+    assert nft_json.render_stmt(stmt) == text
 
 
 # --------------------------------------------------------------------------

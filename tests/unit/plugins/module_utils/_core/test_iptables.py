@@ -11,7 +11,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core import sync as 
 
 m = types.SimpleNamespace(
     MasqError=errors.MasqError, Policy=policy.Policy, RESERVED_RANGES=ranges.RESERVED_RANGES,
-    COMMENT_MASQ=iptables.COMMENT_MASQ, parse_cidrs=cidrs.parse_cidrs, parse_to_ports=policy.parse_to_ports,
+    COMMENT_MASQ=policy.COMMENTS['docs']['masquerade'], parse_cidrs=cidrs.parse_cidrs, parse_to_ports=policy.parse_to_ports,
     validate_chain_name=policy.validate_chain_name, plan_present=iptables.plan_present,
     plan_absent=iptables.plan_absent)
 

@@ -60,7 +60,7 @@ def test_docs_format_is_unchanged_by_default():
     pol = policy.Policy()
     assert pol.rule_format == 'docs' and pol.random_fully is None
     assert rules(pol)[-1] == ('-A IP-MASQ-AGENT -m comment --comment "%s" -m addrtype ! --dst-type LOCAL '
-                              '-j MASQUERADE' % iptables.COMMENT_MASQ)
+                              '-j MASQUERADE' % policy.COMMENTS['docs']['masquerade'])
 
 
 @pytest.mark.parametrize('fmt,asked,version,expected', [

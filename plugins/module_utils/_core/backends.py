@@ -1,0 +1,287 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, ipmasq.agent contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# NOTE: private to the ipmasq.agent collection; not a public API.
+"""Which backend holds the policy on a node, and the switch between them.
+
+``backend``: ``iptables`` (``iptables.py``: the chain and its POSTROUTING
+jump), ``nftables`` (``nftables.py``: the table ``inet <chain in lower
+case>``) or ``auto``, which never moves a node by itself:
+
+1. a node with our iptables chain (IPv4 or IPv6) stays on iptables;
+2. else a node with our nftables table stays on nftables;
+3. else (a new node): iptables where ``iptables-save`` and
+   ``iptables-restore`` are installed, nftables where only ``nft`` is.
+
+The policy lives in one backend only.  A run that writes it (a first apply,
+a switch, a repair) also removes ours from the other backend, in the same
+run and under the same lock: the new policy is written first, then the old
+one removed, and when a step fails the steps already written are undone, so
+that a node is never left with neither policy, nor with both.  A run of the
+nftables backend also looks for ours in iptables when nothing changed
+(iptables-nft's chains are in the same listing, the legacy tables in /proc:
+no extra command on most nodes); a run of the iptables backend that changed
+nothing does not run nft to look for our table (it would cost every
+iptables node a command per run): the audit (``snat_sources``) reports ours
+in both backends.  ``state=absent`` removes ours from both.
+
+Standard library only: this file runs on managed nodes.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend, diff_text as ipt_diff_text
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables import (
+    NftTools,
+    missing_nft,
+    plan_absent as nft_plan_absent,
+    plan_present as nft_plan_present,
+    table_label,
+    table_name,
+)
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import FAMILIES, validate_chain_name
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import Plan, Step
+
+BACKENDS = ('auto', 'iptables', 'nftables')
+# The legacy (x_tables) tables the kernel has made, per family: our chain can
+# only be in a legacy nat table that is listed there.
+PROC_TABLES = {4: '/proc/net/ip_tables_names', 6: '/proc/net/ip6_tables_names'}
+NAT_TABLES = {'ip': 4, 'ip6': 6}
+
+
+def _read_proc(path):
+    try:
+        with open(path) as handle:
+            return handle.read().split()
+    except (IOError, OSError):
+        return []
+
+
+def check_backend(choice):
+    if choice not in BACKENDS:
+        raise MasqError("backend: %r is not one of 'auto', 'iptables', 'nftables'." % (choice,))
+    return choice
+
+
+class Reading:
+    """What one run read of both backends, and what it chose."""
+
+    def __init__(self, chain):
+        self.chain = chain
+        self.name = table_name(chain)
+        self.selected = None
+        self.reason = None
+        self.ipt = None             # iptables.Reading, once read
+        self.ipt_note = None        # why iptables was not read
+        self.nft_read = False
+        self.nft_table = None       # nft_json.NftTable of ours, when it exists
+        self.nft_note = None
+        self.nft_plan = None        # nftables.TablePlan, filled by plan()
+
+    def select(self, backend, reason):
+        self.selected, self.reason = backend, reason
+
+
+class Backends:
+    """The policy in the backend ``choice`` picks; ``sync.sync`` runs its
+    read -> plan -> write under the writers' lock."""
+
+    def __init__(self, run, find, choice='auto', proc_read=None):
+        self.choice = check_backend(choice)
+        self.iptables = IptablesBackend(run, find)
+        self.nft = NftTools(run, find)
+        self.proc_read = proc_read or _read_proc
+
+    # -- reading -----------------------------------------------------------
+
+    def _ipt_available(self):
+        return self.iptables.tools[4].available
+
+    def _read_ipt(self, reading, policy):
+        reading.ipt = self.iptables.read(policy, reading.chain)
+
+    def _read_nft(self, reading, chains=False):
+        table, names = self.nft.listing(reading.name, chains=chains)
+        reading.nft_read = True
+        reading.nft_table = table
+        return names
+
+    def read(self, policy, chain=None):
+        chain = policy.chain if policy is not None else validate_chain_name(chain)
+        reading = Reading(chain)
+        if policy is None:
+            # state=absent: ours goes from both backends.
+            if self._ipt_available():
+                self._read_ipt(reading, None)
+            else:
+                reading.ipt_note = 'iptables-save/iptables-restore not found: no iptables chain to remove.'
+            if self.nft.available:
+                self._read_nft(reading)
+            else:
+                reading.nft_note = 'nft not found: no nftables table to remove.'
+            return reading
+        if self.choice == 'iptables':
+            reading.select('iptables', 'asked for (backend=iptables)')
+            self._read_ipt(reading, policy)
+        elif self.choice == 'nftables':
+            reading.select('nftables', 'asked for (backend=nftables)')
+            self._read_nft_side(reading)
+        else:
+            self._read_auto(reading, policy)
+        return reading
+
+    def _read_nft_side(self, reading):
+        """nftables chosen: our table, and whether iptables holds ours too."""
+        if not self.nft.available:
+            raise MasqError(missing_nft() + ' Nothing was changed.')
+        names = self._read_nft(reading, chains=True)
+        if reading.ipt is not None:
+            return
+        if not self._ipt_available():
+            reading.ipt_note = 'iptables-save/iptables-restore not found: no iptables chain to remove.'
+            return
+        in_nft = [f for fam, table, name in names or [] if name == reading.chain and table == 'nat'
+                  for f in [NAT_TABLES.get(fam)] if f]
+        legacy = [f for f in FAMILIES if 'nat' in self.proc_read(PROC_TABLES[f])]
+        if in_nft or legacy:
+            self._read_ipt(reading, None)
+        else:
+            reading.ipt_note = ('no chain %s in any iptables nat table (nft lists no such chain; no legacy nat '
+                                'table is loaded): iptables not read.' % reading.chain)
+
+    def _read_auto(self, reading, policy):
+        ipt_ok = self._ipt_available()
+        if ipt_ok:
+            self._read_ipt(reading, policy)
+            holding = [f for f, t in sorted(reading.ipt.tables.items()) if reading.chain in t.chains]
+            if holding:
+                reading.select('iptables', 'auto: the node has our iptables chain %s (%s)'
+                               % (reading.chain, ', '.join('IPv%d' % f for f in holding)))
+                return
+        if self.nft.available:
+            try:
+                self._read_nft(reading)
+            except MasqError as e:
+                if not ipt_ok:
+                    raise
+                reading.nft_note = 'nft could not list the ruleset (%s).' % e.msg.rstrip('.')
+            if reading.nft_table is not None:
+                reading.select('nftables', 'auto: the node has our nftables %s' % table_label(reading.name))
+                return
+        if ipt_ok:
+            reading.select('iptables', 'auto: a node with neither policy yet, where iptables is installed')
+        elif self.nft.available and reading.nft_read:
+            reading.select('nftables', 'auto: a node with neither policy yet, where only nft is installed')
+        else:
+            raise MasqError('Neither iptables (iptables-save and iptables-restore) nor nft was found on the node; '
+                            'install iptables or nftables. Nothing was changed.')
+
+    # -- planning ----------------------------------------------------------
+
+    def plan(self, reading, policy, chain=None, adopt=False):
+        if policy is None:
+            return self._plan_absent(reading, adopt)
+        if reading.selected == 'iptables':
+            return self._plan_iptables(reading, policy, adopt)
+        return self._plan_nftables(reading, policy, adopt)
+
+    def _nft_step(self, plan, undo=None):
+        self.nft.commands.append(' '.join(self.nft.argv()) + '  # the transaction')
+        return Step('nftables', plan.actions, lambda commands=plan.commands: self.nft.load(commands), undo)
+
+    def _plan_absent(self, reading, adopt):
+        steps = []
+        if reading.ipt is not None:
+            steps.extend(self.iptables.plan(reading.ipt, None, reading.chain, adopt).steps)
+        if reading.nft_read:
+            reading.nft_plan = nft_plan_absent(reading.nft_table, reading.name, adopt)
+            if reading.nft_plan.changed:
+                steps.append(self._nft_step(reading.nft_plan))
+        return Plan(steps)
+
+    def _plan_iptables(self, reading, policy, adopt):
+        ipt = self.iptables.plan(reading.ipt, policy, reading.chain, adopt, undo=True)
+        if ipt.changed and not reading.nft_read:
+            # A run that writes the chain also takes our table out of nftables.
+            if self.nft.available:
+                self._read_nft(reading)
+            else:
+                reading.nft_note = 'nft not found: no nftables table to remove.'
+        steps = list(ipt.steps)
+        switch = False
+        if reading.nft_table is not None:
+            reading.nft_plan = nft_plan_absent(reading.nft_table, reading.name, adopt, strict=False)
+            if reading.nft_plan.changed:
+                steps.append(self._nft_step(reading.nft_plan))
+                switch = ipt.changed
+        if not switch:
+            # Not a switch: a family written stays written when a later one fails.
+            for step in ipt.steps:
+                step.undo = None
+        return Plan(steps)
+
+    def _plan_nftables(self, reading, policy, adopt):
+        reading.nft_plan = nft_plan_present(reading.nft_table, policy, adopt)
+        writes = reading.nft_plan.changed
+        steps = []
+        if writes:
+            steps.append(self._nft_step(reading.nft_plan, undo=lambda: self.nft.load(
+                [{'delete': {'table': {'family': 'inet', 'name': reading.name}}}])))
+        if reading.ipt is not None:
+            removal = self.iptables.plan(reading.ipt, None, reading.chain, adopt, strict=False, undo=writes)
+            steps.extend(removal.steps)
+        return Plan(steps)
+
+    # -- the result --------------------------------------------------------
+
+    def result(self, reading, plan, policy, state):
+        """The ``masq_chain`` module's result."""
+        if reading.ipt is not None:
+            ipt_plan = Plan([s for s in plan.steps if s.label != 'nftables'])
+            result = self.iptables.result(reading.ipt, ipt_plan, policy, state)
+        else:
+            result = {'chain': reading.chain, 'backend': None, 'iptables_version': None, 'commands': [],
+                      'warnings': list(policy.warnings) if policy is not None else []}
+            for family in FAMILIES:
+                result['ipv%d' % family] = {'managed': False, 'present': False, 'changed': False,
+                                            'note': reading.ipt_note}
+        result.update(changed=plan.changed, state=state, actions=plan.actions, chain=reading.chain,
+                      selected_backend=reading.selected, backend_reason=reading.reason)
+        result['commands'] = result['commands'] + self.nft.commands
+        result['nft_version'] = self.nft.version
+        nft = reading.nft_plan
+        out = {'table': table_label(reading.name), 'managed': reading.selected == 'nftables',
+               'read': reading.nft_read, 'exists_before': reading.nft_table is not None,
+               'changed': bool(nft is not None and nft.changed), 'before': None, 'after': None,
+               'transaction': None}
+        if reading.nft_read:
+            out['before'] = nft.before if nft is not None else None
+        if nft is not None:
+            out['after'] = nft.after
+            if nft.changed:
+                out['transaction'] = self.nft.batch(nft.commands)
+            if nft.note:
+                out['note'] = nft.note
+                result['warnings'].append('nftables: %s' % nft.note)
+        elif reading.nft_note:
+            out['note'] = reading.nft_note
+        result['nftables'] = out
+        return result
+
+
+def diff_text(result, which):
+    """Text for diff mode: the iptables chain and jumps per family, then our
+    nftables table as ``nft list table`` shows it, before or after."""
+    text = ipt_diff_text(result, which)
+    nft = result.get('nftables') or {}
+    body = nft.get(which)
+    if which == 'after' and not nft.get('managed'):
+        body = None
+    if nft.get('read') or body:
+        text += '# nft list %s\n%s' % (nft.get('table'), body or '')
+    return text

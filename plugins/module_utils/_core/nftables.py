@@ -1,0 +1,550 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, ipmasq.agent contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# NOTE: private to the ipmasq.agent collection; not a public API.
+"""The nftables backend: the policy as one table of our own, natively.
+
+For the chain name ``IP-MASQ-AGENT`` (the name in lower case names the
+table) and the default list, ``nft list table inet ip-masq-agent`` shows::
+
+    table inet ip-masq-agent {
+        set nonmasq-ipv4 {
+            type ipv4_addr
+            flags interval
+            auto-merge
+            elements = { 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16 }
+        }
+
+        chain postrouting {
+            type nat hook postrouting priority srcnat; policy accept;
+            fib daddr type local return comment "..."
+            ip daddr 169.254.0.0/16 return comment "..."     (unless masq_link_local)
+            ip daddr @nonmasq-ipv4 return comment "..."
+            meta nfproto ipv4 masquerade comment "..."
+        }
+    }
+
+With IPv6 a set ``nonmasq-ipv6`` and its two rules (``fe80::/10``, the set)
+follow the IPv4 ones and the final ``masquerade`` is for both families; with
+``to_ports`` one ``meta l4proto { tcp, udp, sctp } masquerade to :LOW-HIGH``
+rule per range comes before it, all but the last picked at random with the
+weight of its size (``numgen random mod REMAINING < SIZE``, the same odds
+as iptables' ``-m statistic``); ``random_fully`` adds ``fully-random``.
+
+A set lookup is one step whatever the list's length, where iptables walks
+one RETURN rule per CIDR.  There is no jump to keep in place: the chain is a
+base chain at the postrouting hook, priority srcnat.
+
+* read: one ``nft -j`` run (``nft_json.py`` reads it) lists the table and
+  every chain name of the ruleset, which shows whether iptables-nft holds a
+  chain of ours;
+* plan: compare the table with the policy: its sets as address intervals
+  (what the kernel keeps after merging), its rules as nft prints them;
+* apply: one atomic ``nft -j -f -`` transaction that declares the table,
+  deletes it and adds it again, whole (a flush would keep a foreign chain,
+  set or table flag); ``state=absent`` deletes it.
+
+Both the transaction and the listings are libnftables JSON, so no name ever
+goes through nft's command-line parser.
+
+Standard library only: this file runs on managed nodes.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import socket
+
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import (
+    documents,
+    parse_nft,
+    render_rule,
+    version as nft_version,
+)
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import (
+    OUR_COMMENT_PREFIX,
+    validate_chain_name,
+)
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.ranges import LINK_LOCAL
+
+FAMILY = 'inet'
+CHAIN = 'postrouting'
+PRIORITY = 100          # srcnat
+SETS = {4: 'nonmasq-ipv4', 6: 'nonmasq-ipv6'}
+ADDR_TYPES = {4: 'ipv4_addr', 6: 'ipv6_addr'}
+PROTOCOLS = {4: 'ip', 6: 'ip6'}
+NFPROTO = {4: 'ipv4', 6: 'ipv6'}
+BITS = {4: 32, 6: 128}
+_AF = {4: socket.AF_INET, 6: socket.AF_INET6}
+MASQ_PROTOCOLS = ('tcp', 'udp', 'sctp')
+# What nft says when the table asked for does not exist.
+_NO_TABLE = 'No such file or directory'
+
+
+def table_name(chain):
+    """The nftables table of the chain name ``chain``: the same name in lower case."""
+    return validate_chain_name(chain).lower()
+
+
+def table_label(name):
+    return 'table %s %s' % (FAMILY, name)
+
+
+# --------------------------------------------------------------------------
+# Address intervals: what an interval set holds, whatever form it was given in
+# --------------------------------------------------------------------------
+
+def _number(addr, family):
+    return int.from_bytes(socket.inet_pton(_AF[family], addr), 'big')
+
+
+def _address(number, family):
+    return socket.inet_ntop(_AF[family], number.to_bytes(BITS[family] // 8, 'big'))
+
+
+def cidr_interval(cidr, family):
+    """``(first, last)`` address numbers of a canonical CIDR."""
+    addr, _slash, plen = cidr.partition('/')
+    first = _number(addr, family)
+    return first, first | ((1 << (BITS[family] - int(plen))) - 1)
+
+
+def merge(intervals):
+    """Sorted intervals with overlapping and adjacent ones joined: what an
+    ``auto-merge`` interval set keeps."""
+    out = []
+    for first, last in sorted(intervals):
+        if out and first <= out[-1][1] + 1:
+            if last > out[-1][1]:
+                out[-1] = (out[-1][0], last)
+        else:
+            out.append((first, last))
+    return out
+
+
+def interval_element(first, last, family):
+    """An interval as nft writes a set element: an address, a prefix where it is one, else a range."""
+    size = last - first + 1
+    if size == 1:
+        return _address(first, family)
+    if size & (size - 1) == 0 and first % size == 0:
+        return {'prefix': {'addr': _address(first, family), 'len': BITS[family] - size.bit_length() + 1}}
+    return {'range': [_address(first, family), _address(last, family)]}
+
+
+def _host_prefix(prefix):
+    """A /32 (IPv4) or /128 (IPv6) prefix: one address, which nft lists bare."""
+    return prefix.get('len') == (128 if ':' in str(prefix.get('addr')) else 32)
+
+
+def element_text(elem):
+    if isinstance(elem, dict) and 'prefix' in elem:
+        prefix = elem['prefix']
+        if _host_prefix(prefix):
+            return str(prefix.get('addr'))
+        return '%s/%s' % (prefix.get('addr'), prefix.get('len'))
+    if isinstance(elem, dict) and 'range' in elem:
+        return '%s-%s' % tuple(elem['range'])
+    if isinstance(elem, dict) and 'elem' in elem:
+        return element_text((elem['elem'] or {}).get('val'))
+    return str(elem)
+
+
+def element_interval(elem, family):
+    """``(first, last)`` of a set element as ``nft -j`` lists it; None if it is not an address."""
+    try:
+        if isinstance(elem, str):
+            number = _number(elem, family)
+            return number, number
+        if isinstance(elem, dict) and 'prefix' in elem:
+            return cidr_interval('%s/%d' % (elem['prefix']['addr'], int(elem['prefix']['len'])), family)
+        if isinstance(elem, dict) and 'range' in elem:
+            first, last = elem['range']
+            return _number(first, family), _number(last, family)
+        if isinstance(elem, dict) and 'elem' in elem:
+            return element_interval((elem['elem'] or {}).get('val'), family)
+    except (KeyError, TypeError, ValueError, OSError):
+        pass
+    return None
+
+
+def _element_key(elem):
+    """A cheap exact key of an element's form (no address parsing): equal keys, same interval."""
+    if isinstance(elem, str):
+        return elem
+    if isinstance(elem, dict):
+        if 'prefix' in elem:
+            prefix = elem['prefix']
+            if _host_prefix(prefix):
+                return prefix.get('addr')
+            return (prefix.get('addr'), prefix.get('len'))
+        if 'range' in elem:
+            return tuple(elem['range'])
+    return None
+
+
+# --------------------------------------------------------------------------
+# The table the policy wants
+# --------------------------------------------------------------------------
+
+def _match(left, right, op='=='):
+    return {'match': {'op': op, 'left': left, 'right': right}}
+
+
+def _daddr(family):
+    return {'payload': {'protocol': PROTOCOLS[family], 'field': 'daddr'}}
+
+
+def _prefix(cidr):
+    addr, _slash, plen = cidr.partition('/')
+    return {'prefix': {'addr': addr, 'len': int(plen)}}
+
+
+def _masquerade(ports, random_fully):
+    spec = {}
+    if ports is not None:
+        low, high = ports
+        spec['port'] = low if low == high else {'range': [low, high]}
+    if random_fully:
+        spec['flags'] = ['fully-random']
+    return {'masquerade': spec or None}
+
+
+class Desired:
+    """The table for a policy: ``sets`` family -> merged intervals,
+    ``elements`` family -> those intervals as set elements, ``rules`` the
+    chain's rules as ``(expr, comment)``."""
+
+    def __init__(self, policy):
+        self.name = table_name(policy.chain)
+        self.families = policy.families()
+        self.sets = {}
+        self.elements = {}
+        comments = policy.comments()
+        random_fully = policy.random_fully_for(None)
+        rules = [([_match({'fib': {'result': 'type', 'flags': ['daddr']}}, 'local'), {'return': None}],
+                  comments['local'])]
+        for family in self.families:
+            intervals = merge(cidr_interval(c, family) for c in policy.cidrs[family])
+            self.sets[family] = intervals
+            self.elements[family] = [interval_element(a, b, family) for a, b in intervals]
+            if not policy.masq_link_local[family]:
+                rules.append(([_match(_daddr(family), _prefix(LINK_LOCAL[family])), {'return': None}],
+                              comments['return']))
+            rules.append(([_match(_daddr(family), '@' + SETS[family]), {'return': None}], comments['return']))
+        only = [] if 6 in self.families else [_match({'meta': {'key': 'nfproto'}}, NFPROTO[4])]
+        sizes = [high - low + 1 for low, high in policy.port_ranges]
+        remaining = sum(sizes)
+        for ports, size in zip(policy.port_ranges, sizes):
+            expr = only + [_match({'meta': {'key': 'l4proto'}}, {'set': list(MASQ_PROTOCOLS)})]
+            if size != remaining:
+                expr.append(_match({'numgen': {'mode': 'random', 'mod': remaining, 'offset': 0}}, size, '<'))
+            expr.append(_masquerade(ports, random_fully))
+            rules.append((expr, comments['masquerade']))
+            remaining -= size
+        rules.append((only + [_masquerade(None, random_fully)], comments['masquerade']))
+        self.rules = rules
+
+    def rule_texts(self):
+        return [render_rule({'expr': expr, 'comment': comment}) for expr, comment in self.rules]
+
+    def commands(self):
+        """The objects of the table, as libnftables JSON ``add`` commands."""
+        ident = {'family': FAMILY, 'table': self.name}
+        out = []
+        for family in self.families:
+            spec = dict(ident, name=SETS[family], type=ADDR_TYPES[family], flags=['interval'])
+            spec['auto-merge'] = True
+            if self.elements[family]:
+                spec['elem'] = self.elements[family]
+            out.append({'add': {'set': spec}})
+        out.append({'add': {'chain': dict(ident, name=CHAIN, type='nat', hook='postrouting', prio=PRIORITY,
+                                          policy='accept')}})
+        for expr, comment in self.rules:
+            out.append({'add': {'rule': dict(ident, chain=CHAIN, expr=expr, comment=comment)}})
+        return out
+
+
+# --------------------------------------------------------------------------
+# Showing a table as ``nft list table`` does (one set element per line)
+# --------------------------------------------------------------------------
+
+def _set_lines(name, type_, flags, elements):
+    lines = ['\tset %s {' % name, '\t\ttype %s' % type_]
+    if flags:
+        lines.append('\t\tflags %s' % ','.join(flags))
+    if elements:
+        texts = [element_text(e) for e in elements]
+        body = (',\n\t\t\t     ').join(texts)
+        lines.append('\t\telements = { %s }' % body)
+    lines.append('\t}')
+    return lines
+
+
+def render_desired(desired):
+    lines = ['table %s %s {' % (FAMILY, desired.name)]
+    for family in desired.families:
+        lines.extend(_set_lines(SETS[family], ADDR_TYPES[family], ['interval'], desired.elements[family]))
+        lines.append('')
+    lines.append('\tchain %s {' % CHAIN)
+    lines.append('\t\ttype nat hook postrouting priority srcnat; policy accept;')
+    lines.extend('\t\t' + text for text in desired.rule_texts())
+    lines.extend(['\t}', '}'])
+    return '\n'.join(lines) + '\n'
+
+
+def _flags(obj):
+    flags = obj.get('flags') or []
+    return [flags] if isinstance(flags, str) else list(flags)
+
+
+def render_live(table):
+    """A table as read (``nft_json.NftTable``), in the same form."""
+    lines = ['table %s %s {' % (table.family, table.name)]
+    if _flags(table.info):
+        lines.append('\tflags %s' % ','.join(_flags(table.info)))
+    for kind, name in table.others:
+        lines.append('\t%s %s { ... }' % (kind, name))
+    for name, obj in table.sets.items():
+        lines.extend(_set_lines(name, obj.get('type'), _flags(obj), obj.get('elem') or []))
+        lines.append('')
+    for name, elems in table.maps.items():
+        lines.append('\tmap %s { %d elements }' % (name, len(elems)))
+    for name, chain in table.chains.items():
+        lines.append('\tchain %s {' % name)
+        if chain.get('hook'):
+            lines.append('\t\ttype %s hook %s priority %s; policy %s;'
+                         % (chain.get('type'), chain.get('hook'),
+                            'srcnat' if chain.get('prio') == PRIORITY else chain.get('prio'), chain.get('policy')))
+        lines.extend('\t\t' + render_rule(rule) for rule in table.rules.get(name, []))
+        lines.append('\t}')
+    lines.append('}')
+    return '\n'.join(lines) + '\n'
+
+
+# --------------------------------------------------------------------------
+# Comparing
+# --------------------------------------------------------------------------
+
+def _same_elements(live, desired_elements, desired_intervals, family):
+    if [_element_key(e) for e in live] == [_element_key(e) for e in desired_elements]:
+        return True
+    intervals = []
+    for elem in live:
+        interval = element_interval(elem, family)
+        if interval is None:
+            return False
+        intervals.append(interval)
+    return merge(intervals) == desired_intervals
+
+
+def differences(table, desired):
+    """What differs between the table read and the one wanted, in words
+    (empty: in sync)."""
+    diffs = []
+    if _flags(table.info):
+        diffs.append('table flags %s' % ','.join(_flags(table.info)))
+    diffs.extend('foreign %s %s' % (kind, name) for kind, name in table.others)
+    diffs.extend('foreign map %s' % name for name in table.maps)
+    wanted_sets = dict((SETS[f], f) for f in desired.families)
+    for name, obj in table.sets.items():
+        family = wanted_sets.get(name)
+        if family is None:
+            diffs.append('foreign set %s' % name)
+        elif obj.get('type') != ADDR_TYPES[family] or set(_flags(obj)) != set(['interval']):
+            diffs.append('set %s is not a %s interval set' % (name, ADDR_TYPES[family]))
+        elif not _same_elements(obj.get('elem') or [], desired.elements[family], desired.sets[family], family):
+            diffs.append('set %s: %d element(s), %d wanted' % (name, len(obj.get('elem') or []),
+                                                              len(desired.elements[family])))
+    diffs.extend('set %s missing' % name for name in wanted_sets if name not in table.sets)
+    for name, chain in table.chains.items():
+        if name != CHAIN:
+            diffs.append('foreign chain %s' % name)
+        elif (chain.get('type'), chain.get('hook'), chain.get('prio'), chain.get('policy')) != \
+                ('nat', 'postrouting', PRIORITY, 'accept'):
+            diffs.append('chain %s is not a nat postrouting chain at priority srcnat' % CHAIN)
+    if CHAIN not in table.chains:
+        diffs.append('chain %s missing' % CHAIN)
+    else:
+        live = [render_rule(r) for r in table.rules.get(CHAIN, [])]
+        wanted = desired.rule_texts()
+        if live != wanted:
+            diffs.append('chain %s: %d rule(s), %d wanted%s'
+                         % (CHAIN, len(live), len(wanted), '' if len(live) != len(wanted) else ', in another form'))
+    return diffs
+
+
+def is_ours(table):
+    """An empty table, or one with a rule of ours (our comment)."""
+    if table is None:
+        return False
+    rules = [r for rs in table.rules.values() for r in rs]
+    if not rules and not table.sets and not table.maps and not table.others:
+        return True
+    return any((r.get('comment') or '').startswith(OUR_COMMENT_PREFIX) for r in rules)
+
+
+# --------------------------------------------------------------------------
+# The node's nft
+# --------------------------------------------------------------------------
+
+def missing_nft():
+    return 'nft was not found on the node; install the nftables package.'
+
+
+class NftTools:
+    """The node's ``nft``: listings and transactions in libnftables JSON on
+    stdin (``nft -j -f -``).  ``commands`` lists what was (or, for a
+    transaction in check mode, would be) run."""
+
+    def __init__(self, run, find):
+        self._run = run
+        self.nft = find('nft')
+        self.available = bool(self.nft)
+        self.commands = []
+        self.version = None
+
+    def argv(self):
+        return [self.nft, '-j', '-f', '-']
+
+    def batch(self, commands):
+        """The JSON text of a transaction (or listing)."""
+        return json.dumps({'nftables': commands}, separators=(',', ':'))
+
+    def _fail(self, argv, rc, out, err, what):
+        raise MasqError('%s failed (rc=%d): %s' % (what, rc, (err or out).strip() or 'no message (nft crashed?)'),
+                        cmd=' '.join(argv), rc=rc, stdout=out, stderr=err)
+
+    def listing(self, name, chains=False):
+        """``(table, chain_names)``: our table (``nft_json.NftTable``, None
+        when it does not exist) and, with ``chains``, every ``(family, table,
+        chain)`` of the ruleset."""
+        wanted = [{'list': {'table': {'family': FAMILY, 'name': name}}}]
+        if chains:
+            wanted.append({'list': {'chains': {}}})
+        argv = self.argv()
+        self.commands.append(' '.join(argv) + '  # list %s%s' % (table_label(name), ', chains' if chains else ''))
+        rc, out, err = self._run(argv, self.batch(wanted))
+        if rc != 0:
+            if _NO_TABLE not in (err or ''):
+                self._fail(argv, rc, out, err, 'nft (listing %s)' % table_label(name))
+            return None, (self.chain_names() if chains else None)
+        docs = documents(out, 'nft -j')
+        if not docs:
+            raise MasqError('nft printed nothing when listing %s.' % table_label(name))
+        self.version = nft_version(docs[0]) or self.version
+        table = parse_nft(docs[0]).get((FAMILY, name))
+        names = None
+        if chains:
+            names = _chain_names(docs[1] if len(docs) > 1 else {})
+        return table, names
+
+    def chain_names(self):
+        argv = self.argv()
+        self.commands.append(' '.join(argv) + '  # list chains')
+        rc, out, err = self._run(argv, self.batch([{'list': {'chains': {}}}]))
+        if rc != 0:
+            self._fail(argv, rc, out, err, 'nft (listing the chains)')
+        docs = documents(out, 'nft -j')
+        if docs:
+            self.version = nft_version(docs[0]) or self.version
+        return _chain_names(docs[0] if docs else {})
+
+    def load(self, commands):
+        """One atomic transaction."""
+        argv = self.argv()
+        rc, out, err = self._run(argv, self.batch(commands))
+        if rc != 0:
+            self._fail(argv, rc, out, err, 'nft -j -f - (the transaction)')
+
+
+def _chain_names(doc):
+    out = []
+    for item in (doc.get('nftables', []) if isinstance(doc, dict) else []):
+        chain = item.get('chain') if isinstance(item, dict) else None
+        if isinstance(chain, dict):
+            out.append((chain.get('family'), chain.get('table'), chain.get('name')))
+    return out
+
+
+def _ident(name):
+    return {'table': {'family': FAMILY, 'name': name}}
+
+
+def replace_commands(desired):
+    """Declare, delete and add the table whole: one atomic transaction."""
+    return ([{'add': _ident(desired.name)}, {'delete': _ident(desired.name)}, {'add': _ident(desired.name)}]
+            + desired.commands())
+
+
+def delete_commands(name):
+    return [{'delete': _ident(name)}]
+
+
+# --------------------------------------------------------------------------
+# Planning
+# --------------------------------------------------------------------------
+
+class TablePlan:
+    """What our table holds and what changes in it."""
+
+    def __init__(self, name, table, managed):
+        self.name = name
+        self.table = table
+        self.managed = managed
+        self.exists = table is not None
+        self.commands = []          # the transaction, libnftables JSON commands
+        self.actions = []
+        self.before = render_live(table) if table is not None else None
+        self.after = None
+        self.note = None
+
+    @property
+    def changed(self):
+        return bool(self.commands)
+
+    def refuse_foreign(self, adopt, what):
+        if adopt or not self.exists or is_ours(self.table):
+            return
+        raise MasqError('%s already exists and is not ours: none of its rules carries an "ip-masq-agent:" comment. '
+                        'ipmasq.agent will not %s a table it never wrote. Choose another chain name (the table is '
+                        'named after it), or set adopt_chain=true (role: ip_masq_adopt_chain) to take it over. '
+                        'Nothing was changed.' % (table_label(self.name), what))
+
+
+def plan_present(table, policy, adopt=False):
+    desired = Desired(policy)
+    plan = TablePlan(desired.name, table, True)
+    plan.refuse_foreign(adopt, 'replace')
+    plan.after = render_desired(desired)
+    if table is None:
+        plan.actions.append('create %s (%s)' % (table_label(desired.name), ', '.join(
+            '%s: %d element(s)' % (SETS[f], len(desired.elements[f])) for f in desired.families)))
+    else:
+        diffs = differences(table, desired)
+        if not diffs:
+            return plan
+        plan.actions.append('rewrite %s (%s)' % (table_label(desired.name), '; '.join(diffs)))
+    plan.commands = replace_commands(desired)
+    return plan
+
+
+def plan_absent(table, name, adopt=False, strict=True):
+    """Delete the table.  One that is not ours is an error (``strict``), or
+    is left alone with a note."""
+    plan = TablePlan(name, table, False)
+    if table is None:
+        return plan
+    if not adopt and not is_ours(table):
+        if not strict:
+            plan.note = '%s exists but is not ours; left alone.' % table_label(name)
+            return plan
+        plan.refuse_foreign(adopt, 'delete')
+    plan.actions.append('delete %s' % table_label(name))
+    plan.commands = delete_commands(name)
+    return plan
