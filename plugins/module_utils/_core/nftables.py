@@ -444,16 +444,29 @@ class NftTools:
             names = _chain_names(docs[1] if len(docs) > 1 else {})
         return table, names
 
-    def chain_names(self):
+    def query(self, listings, what):
+        """Run ``listings`` (libnftables JSON ``list`` commands) in one nft
+        run; returns the JSON documents, one per command.  Raises MasqError
+        when nft fails (a listed table that does not exist, too)."""
         argv = self.argv()
-        self.commands.append(' '.join(argv) + '  # list chains')
-        rc, out, err = self._run(argv, self.batch([{'list': {'chains': {}}}]))
+        self.commands.append(' '.join(argv) + '  # list %s' % what)
+        rc, out, err = self._run(argv, self.batch(listings))
         if rc != 0:
-            self._fail(argv, rc, out, err, 'nft (listing the chains)')
+            self._fail(argv, rc, out, err, 'nft (listing %s)' % what)
         docs = documents(out, 'nft -j')
         if docs:
             self.version = nft_version(docs[0]) or self.version
+        return docs
+
+    def chain_names(self):
+        """Every ``(family, table, chain)`` of the ruleset."""
+        docs = self.query([{'list': {'chains': {}}}], 'chains')
         return _chain_names(docs[0] if docs else {})
+
+    def ruleset(self):
+        """The whole ruleset: ``nft_json.parse_nft`` tables by ``(family, name)``."""
+        docs = self.query([{'list': {'ruleset': None}}], 'ruleset')
+        return parse_nft(docs[0] if docs else {})
 
     def load(self, commands):
         """One atomic transaction."""
