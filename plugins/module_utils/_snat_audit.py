@@ -804,7 +804,12 @@ def _result(sources, chain, families, audited, notes):
         ours_by_family[name] = any(s['ours'] and s['reachable'] and s['family'] in (name, 'inet')
                                    for s in sources)
     ours_present = all(ours_by_family.values())
-    only_ours = ours_present and not offenders
+    # Our policy lives in one backend: an iptables chain of ours and an nft
+    # table of ours at the same time is a switch left half done (or a
+    # DaemonSet still writing its chain beside our table).
+    ours_backends = sorted(set('nftables' if s['backend'] == 'nft' else 'iptables'
+                               for s in sources if s['ours'] and s['reachable']))
+    only_ours = ours_present and not offenders and len(ours_backends) < 2
     return {
         'changed': False,
         'chain': chain,
@@ -812,19 +817,22 @@ def _result(sources, chain, families, audited, notes):
         'offenders': offenders,
         'ours_present': ours_present,
         'ours_by_family': ours_by_family,
+        'ours_backends': ours_backends,
         'only_ours': only_ours,
-        'summary': summary(sources, offenders, ours_by_family, chain),
+        'summary': summary(sources, offenders, ours_by_family, chain, ours_backends),
         'audited': audited,
         'notes': notes,
     }
 
 
-def summary(sources, offenders, ours_by_family, chain):
+def summary(sources, offenders, ours_by_family, chain, ours_backends=()):
     parts = []
     missing = [f for f, present in sorted(ours_by_family.items()) if not present]
     if missing:
         parts.append('%s masquerades nothing in %s (chain missing, empty, or not reached from POSTROUTING)'
                      % (chain, ' and '.join(m.replace('ip', 'IP') for m in missing)))
+    if len(ours_backends) > 1:
+        parts.append('our policy is in both iptables and nftables')
     if offenders:
         counts = collections.Counter(s['owner'] for s in offenders)
         parts.append('%d other SNAT rule%s would act on pod traffic: %s'
@@ -850,6 +858,10 @@ def offender_lines(result):
         if not present:
             lines.append('%s: no MASQUERADE of %s is reached from POSTROUTING; run ipmasq.agent.masq_chain.'
                          % (family.replace('ip', 'IP'), result['chain']))
+    if len(result.get('ours_backends') or ()) > 1:
+        lines.append('our policy is in both iptables (chain %s) and nftables (table inet %s): run '
+                     'ipmasq.agent.masq_chain with the backend it belongs in (backend=iptables or nftables); '
+                     'it removes ours from the other one.' % (result['chain'], result['chain'].lower()))
     for s in result['offenders']:
         lines.append('[%s %s %s: %s] %s: %s -- %s'
                      % (s['family'].replace('ip', 'IP'), s['backend'], s['table'], ' > '.join(s['path']),

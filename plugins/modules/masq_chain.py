@@ -183,10 +183,9 @@ options:
       - Switching (V(iptables) on a node with our table, V(nftables) on a node with our chain) writes the
         policy in the new backend and removes ours from the old one in the same run. When a step fails, the
         ones already written are undone, so the node keeps the policy it had, in one backend.
-      - A run of the nftables backend also removes our iptables chain when it finds one, even when its table
-        needed no change. A run of the iptables backend that changes nothing does not look for the table (that
-        would cost every iptables node an C(nft) run): the P(ipmasq.agent.snat_sources#module) audit reports
-        ours in both backends.
+      - Every run looks for ours in the other backend and removes it, also when its own backend needed no change
+        (the kernel is asked over nfnetlink, without running a tool, whether our table or iptables-nft's chain
+        exists; a legacy iptables chain is looked for only where the legacy nat table is loaded).
       - O(state=absent) removes ours from both backends, whatever this says.
     type: str
     choices: [auto, iptables, nftables]

@@ -41,8 +41,10 @@ description:
     egress traffic. These are the V(host) and V(hairpin) scopes of any owner, and the V(service) scope
     of kube-proxy (its mark-based service rule), of CNI portmap and of netavark (their hostport marks).
     Everything else needs an entry in O(allow).
-  - I(Ours) is every rule in the chain O(chain) (and an nft table of that name). RV(only_ours) is true
-    when ours is reachable in every audited family and no reachable rule is an offender.
+  - I(Ours) is every rule in the chain O(chain) and in the nft table of that name in lower case (the
+    P(ipmasq.agent.masq_chain#module) nftables backend's C(inet ip-masq-agent)). RV(only_ours) is true
+    when ours is reachable in every audited family, no reachable rule is an offender, and ours is in one
+    backend only (RV(ours_backends)).
   - Runs nothing but C(iptables --version), C(iptables-save -t nat) (and its ip6tables,
     C(-nft) and C(-legacy) variants) and C(nft -j list ruleset); any other command is refused. A legacy
     nat table the kernel has not instantiated (absent from C(/proc/net/ip_tables_names)) is not read,
@@ -148,6 +150,14 @@ ours_by_family:
   returned: always
   type: dict
   sample: {"ipv4": true}
+ours_backends:
+  description: Where ours is reachable, V(iptables) and/or V(nftables). Both at once is a problem (a switch of backend
+    left half done, or a DaemonSet still writing its chain beside our table) and makes RV(only_ours) false.
+  returned: always
+  type: list
+  elements: str
+  sample: ["nftables"]
+  version_added: 1.1.0
 summary:
   description: One human sentence about the result.
   returned: always

@@ -11,8 +11,10 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import netlab  # noqa: E402  (path set just above)
+import policy_view  # noqa: E402
 
 PLAYBOOK = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'playbooks', 'masq_chain.yml')
+EACH_PLAYBOOK = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'playbooks', 'masq_chain_each.yml')
 FOUR_STEPS = ['check1', 'apply1', 'check2', 'apply2']
 
 
@@ -23,11 +25,16 @@ def pytest_sessionstart(session):
 
 
 class Node:
-    """A namespace standing for a node, with the backend its iptables uses."""
+    """A namespace standing for a node: the iptables tools of one backend
+    (``backend``, netlab.Backend) and the policy backend the module is asked
+    to use (``policy``: iptables, or nftables).  ``state()`` and
+    ``expect()`` give our policy in both backends, read and wanted, in the
+    same shape, so one test body checks either."""
 
-    def __init__(self, ns, backend):
+    def __init__(self, ns, backend, policy='iptables'):
         self.ns = ns
         self.backend = backend
+        self.policy = policy
 
     def save(self, family=4):
         return self.backend.save(self.ns, family)
@@ -41,31 +48,88 @@ class Node:
     def listing(self, chain='IP-MASQ-AGENT', family=4):
         return self.ipt('-L', chain, family=family).stdout
 
-    def module(self, steps=None, env_extra=None, path_prefix=None, **masq_args):
-        """Run the module through ansible-playbook; return {step: result}."""
+    def nft(self, *args, check=True, input=None):
+        return self.ns.exec(['nft'] + list(args), check=check, input=input)
+
+    def module(self, steps=None, env_extra=None, path_prefix=None, hide=(), **masq_args):
+        """Run the module through ansible-playbook; return {step: result}.
+        An nftables node asks for backend=nftables unless told otherwise.
+        ``hide``: tools the run does not find (as if not installed)."""
+        if self.policy == 'nftables':
+            masq_args.setdefault('backend', 'nftables')
         extra = {'masq_args': masq_args, 'steps': steps or ['apply1']}
         env = dict(env_extra or {})
         if path_prefix:
             env['PATH'] = path_prefix + os.pathsep + self.backend.env()['PATH']
         rc, tasks = netlab.playbook(self.ns, PLAYBOOK, extra_vars=extra, backend=self.backend,
-                                    env_extra=env)
+                                    env_extra=env, hide=hide)
         results = {name.replace('Step ', ''): res for name, res in tasks if not res.get('skipped')}
+        return results
+
+    def each(self, runs):
+        """One module run per dict of options, in one play; their results."""
+        if self.policy == 'nftables':
+            runs = [dict(r, backend=r.get('backend', 'nftables')) for r in runs]
+        _rc, tasks = netlab.playbook(self.ns, EACH_PLAYBOOK, extra_vars={'runs': runs}, backend=self.backend)
+        (results,) = [res['results'] for name, res in tasks if name == 'Each run']
         return results
 
     def four_steps(self, **masq_args):
         """check / apply / check / apply; assert the changed pattern and that
         check mode left the rules alone."""
-        before = self.save(4), self.save(6)
+        before = self.snapshot()
         res = self.module(steps=['check1'], **masq_args)
         assert not res['check1'].get('failed'), res['check1'].get('msg')
         assert res['check1']['changed'] is True
-        assert (self.save(4), self.save(6)) == before, 'check mode changed the rules'
+        assert self.snapshot() == before, 'check mode changed the rules'
         res.update(self.module(steps=['apply1', 'check2', 'apply2'], **masq_args))
         for step, want in zip(FOUR_STEPS, (True, True, False, False)):
             assert not res[step].get('failed'), (step, res[step].get('msg'))
             assert res[step]['changed'] is want, (step, res[step].get('actions'))
-        assert res['apply1']['backend'] == self.backend.expect
+        if masq_args.get('state', 'present') == 'present':
+            assert res['apply1']['selected_backend'] == self.policy
+            if self.policy == 'iptables':
+                assert res['apply1']['backend'] == self.backend.expect
         return res
+
+    # -- our policy, in both backends --------------------------------------
+
+    def state(self, chain=policy_view.CHAIN):
+        """Ours everywhere: the iptables lines per family, and the nft table."""
+        return {'ipv4': policy_view.ours(self.rules(4), chain), 'ipv6': policy_view.ours(self.rules(6), chain),
+                'nft': policy_view.nft_view(self.ns, chain.lower())}
+
+    def expect(self, cidrs4=policy_view.DEFAULT_CIDRS, cidrs6=None, masq_link_local=False,
+               masq_link_local_ipv6=False, chain=policy_view.CHAIN, nft_cidrs4=None, nft_cidrs6=None):
+        """What state() shows when the policy is applied in this node's
+        backend (``nft_cidrs*``: the set elements where nft merges the list)."""
+        if self.policy == 'nftables':
+            return {'ipv4': [], 'ipv6': [], 'nft': policy_view.nft_expect(
+                nft_cidrs4 or cidrs4, nft_cidrs6 or cidrs6, masq_link_local, masq_link_local_ipv6,
+                table=chain.lower())}
+        v4 = ([] if masq_link_local else ['169.254.0.0/16']) + list(cidrs4)
+        v6 = None if cidrs6 is None else ([] if masq_link_local_ipv6 else ['fe80::/10']) + list(cidrs6)
+        return {'ipv4': policy_view.ipt_expect(v4, chain), 'ipv6': [] if v6 is None else policy_view.ipt_expect(v6, chain),
+                'nft': None}
+
+    def snapshot(self):
+        """Everything of both iptables families and the whole nft ruleset."""
+        return self.save(4), self.save(6), policy_view.nft_ruleset(self.ns)
+
+    def foreign(self, chain=policy_view.CHAIN):
+        """Everything that is not ours."""
+        return (policy_view.not_ours(self.rules(4), chain), policy_view.not_ours(self.rules(6), chain),
+                policy_view.nft_foreign(self.ns, chain.lower()))
+
+    def add_foreign(self, ipv6=False):
+        """Other tools' rules: iptables (IPv4, and IPv6 with ``ipv6``) and a table of their own in nft."""
+        policy_view.add_foreign(self, 4)
+        if ipv6:
+            policy_view.add_foreign(self, 6)
+        policy_view.add_foreign_nft(self.ns)
+
+    def drift(self, name):
+        policy_view.DRIFTS[self.policy][name](self)
 
 
 @pytest.fixture(scope='session')
@@ -88,6 +152,38 @@ def nft_node(backends):
     """A node namespace on the nf_tables backend only."""
     with netlab.Netns('node') as ns:
         yield Node(ns, backends['nft'])
+
+
+# The policy backends every backend-neutral test runs on: the iptables chain
+# (with either iptables backend) and the nftables table.
+POLICIES = {
+    'iptables-nft': ('nft', 'iptables'),
+    'iptables-legacy': ('legacy', 'iptables'),
+    'nftables': ('nft', 'nftables'),
+}
+
+
+@pytest.fixture(params=sorted(POLICIES))
+def pnode(request, backends):
+    """A node namespace whose policy lives in one of POLICIES: the test runs once per entry."""
+    tools, policy = POLICIES[request.param]
+    with netlab.Netns('node') as ns:
+        yield Node(ns, backends[tools], policy)
+
+
+@pytest.fixture
+def make_node(backends):
+    """make_node('iptables-legacy') -> a fresh node (removed after the test)."""
+    made = []
+
+    def make(kind):
+        tools, policy = POLICIES[kind]
+        ns = netlab.Netns('node')
+        made.append(ns)
+        return Node(ns, backends[tools], policy)
+    yield make
+    for ns in made:
+        ns.delete()
 
 
 class Tree:

@@ -16,7 +16,7 @@ import time
 import pytest
 
 import netlab
-from test_masq_chain import CHAIN, JUMP, chain_lines, ours
+from policy_view import CHAIN, JUMP, chain_lines, ours
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNNER = os.path.join(HERE, 'race_run.py')

@@ -12,7 +12,7 @@ import pytest
 
 import fleetlab
 import netlab
-from test_masq_chain import CHAIN
+from policy_view import CHAIN
 
 LINK_LOCAL = '169.254.0.0/16'
 EAST = [LINK_LOCAL, '10.244.0.0/16', '10.30.0.0/16']         # inventories/example/group_vars/cluster_east.yml

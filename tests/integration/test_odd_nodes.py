@@ -11,7 +11,7 @@ import tempfile
 
 import pytest
 
-from test_masq_chain import CHAIN, JUMP, chain_lines, ours
+from policy_view import CHAIN, JUMP, chain_lines, ours
 
 DEFAULT_RULES = chain_lines(['169.254.0.0/16', '10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16'])
 

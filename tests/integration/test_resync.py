@@ -9,7 +9,7 @@ import stat
 import pytest
 
 import netlab
-from test_masq_chain import CHAIN, FOREIGN, JUMP, add_foreign, chain_lines, not_ours, ours
+from policy_view import CHAIN, FOREIGN, JUMP, add_foreign, chain_lines, not_ours, ours
 from test_resync_units import install_core
 
 ROOT = netlab.ROOT

@@ -13,7 +13,7 @@ import subprocess
 import pytest
 
 import netlab
-from test_masq_chain import CHAIN, JUMP, chain_lines, ours
+from policy_view import CHAIN, JUMP, chain_lines, ours
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROLE_PLAYBOOK = os.path.join(HERE, 'playbooks', 'resync_role.yml')

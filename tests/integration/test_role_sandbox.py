@@ -13,7 +13,7 @@ import shlex
 import yaml
 
 import netlab
-from test_masq_chain import FOREIGN, JUMP, chain_lines, not_ours, ours
+from policy_view import FOREIGN, JUMP, chain_lines, not_ours, ours
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PLAYBOOK = os.path.join(HERE, 'playbooks', 'role_sandbox.yml')

@@ -15,17 +15,16 @@ case>``) or ``auto``, which never moves a node by itself:
 3. else (a new node): iptables where ``iptables-save`` and
    ``iptables-restore`` are installed, nftables where only ``nft`` is.
 
-The policy lives in one backend only.  A run that writes it (a first apply,
-a switch, a repair) also removes ours from the other backend, in the same
-run and under the same lock: the new policy is written first, then the old
-one removed, and when a step fails the steps already written are undone, so
-that a node is never left with neither policy, nor with both.  A run of the
-nftables backend also looks for ours in iptables when nothing changed
-(iptables-nft's chains are in the same listing, the legacy tables in /proc:
-no extra command on most nodes); a run of the iptables backend that changed
-nothing does not run nft to look for our table (it would cost every
-iptables node a command per run): the audit (``snat_sources``) reports ours
-in both backends.  ``state=absent`` removes ours from both.
+The policy lives in one backend only.  Every run looks for ours in the
+backend it does not write to, and removes what it finds in the same run,
+under the same lock: the new policy is written first, then the old one
+removed, and when a step of a switch fails the steps already written are
+undone, so that a node is never left with neither policy, nor with both.
+Looking costs next to nothing: the kernel is asked over nfnetlink whether
+our table (from an iptables run) or iptables-nft's chain of ours (from an
+nftables run) exists (``nfnetlink.py``), /proc says whether a legacy nat
+table exists at all, and a tool runs only when something is there.
+``state=absent`` removes ours from both.
 
 Standard library only: this file runs on managed nodes.
 """
@@ -34,6 +33,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import nfnetlink
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend, diff_text as ipt_diff_text
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables import (
@@ -89,13 +89,15 @@ class Reading:
 
 class Backends:
     """The policy in the backend ``choice`` picks; ``sync.sync`` runs its
-    read -> plan -> write under the writers' lock."""
+    read -> plan -> write under the writers' lock.  ``probe`` answers
+    whether nf_tables holds a table or chain (``nfnetlink.exist``)."""
 
-    def __init__(self, run, find, choice='auto', proc_read=None):
+    def __init__(self, run, find, choice='auto', proc_read=None, probe=None):
         self.choice = check_backend(choice)
         self.iptables = IptablesBackend(run, find)
         self.nft = NftTools(run, find)
         self.proc_read = proc_read or _read_proc
+        self.probe = probe or nfnetlink.exist
 
     # -- reading -----------------------------------------------------------
 
@@ -105,78 +107,84 @@ class Backends:
     def _read_ipt(self, reading, policy):
         reading.ipt = self.iptables.read(policy, reading.chain)
 
-    def _read_nft(self, reading, chains=False):
-        table, names = self.nft.listing(reading.name, chains=chains)
+    def _read_nft(self, reading):
+        reading.nft_table = self.nft.listing(reading.name)
         reading.nft_read = True
-        reading.nft_table = table
-        return names
 
     def read(self, policy, chain=None):
         chain = policy.chain if policy is not None else validate_chain_name(chain)
         reading = Reading(chain)
-        if policy is None:
-            # state=absent: ours goes from both backends.
-            if self._ipt_available():
-                self._read_ipt(reading, None)
+        if self.choice == 'nftables' and policy is not None:
+            reading.select('nftables', 'asked for (backend=nftables)')
+            if not self.nft.available:
+                raise MasqError(missing_nft() + ' Nothing was changed.')
+            self._read_nft(reading)
+            self._look_for_chain(reading)
+            return reading
+        if self.choice == 'iptables' or policy is None or self._ipt_available():
+            if policy is not None or self._ipt_available():
+                self._read_ipt(reading, policy)
             else:
                 reading.ipt_note = 'iptables-save/iptables-restore not found: no iptables chain to remove.'
-            if self.nft.available:
-                self._read_nft(reading)
-            else:
-                reading.nft_note = 'nft not found: no nftables table to remove.'
-            return reading
-        if self.choice == 'iptables':
+        if policy is None:
+            self._look_for_table(reading)           # state=absent: ours goes from both backends
+        elif self.choice == 'iptables':
             reading.select('iptables', 'asked for (backend=iptables)')
-            self._read_ipt(reading, policy)
-        elif self.choice == 'nftables':
-            reading.select('nftables', 'asked for (backend=nftables)')
-            self._read_nft_side(reading)
+            self._look_for_table(reading)
         else:
-            self._read_auto(reading, policy)
+            self._auto(reading)
         return reading
 
-    def _read_nft_side(self, reading):
-        """nftables chosen: our table, and whether iptables holds ours too."""
+    def _look_for_table(self, reading):
+        """Our nftables table, listed when the kernel has it (or cannot say)."""
         if not self.nft.available:
-            raise MasqError(missing_nft() + ' Nothing was changed.')
-        names = self._read_nft(reading, chains=True)
-        if reading.ipt is not None:
+            reading.nft_note = 'nft not found: no nftables table to remove.'
             return
+        (found,) = self.probe([('table', 'inet', reading.name)])
+        if found is False:
+            reading.nft_note = 'no %s (asked the kernel): nft not run.' % table_label(reading.name)
+            return
+        self._read_nft(reading)
+
+    def _look_for_chain(self, reading):
+        """nftables chosen: whether iptables holds a chain of ours too.
+        iptables-nft's chains are nf_tables chains (the kernel is asked);
+        a legacy chain can only be in a legacy nat table that /proc lists."""
         if not self._ipt_available():
             reading.ipt_note = 'iptables-save/iptables-restore not found: no iptables chain to remove.'
             return
-        in_nft = [f for fam, table, name in names or [] if name == reading.chain and table == 'nat'
-                  for f in [NAT_TABLES.get(fam)] if f]
+        found = self.probe([('chain', family, 'nat', reading.chain) for family in ('ip', 'ip6')])
         legacy = [f for f in FAMILIES if 'nat' in self.proc_read(PROC_TABLES[f])]
-        if in_nft or legacy:
+        if any(answer is not False for answer in found) or legacy:
             self._read_ipt(reading, None)
         else:
-            reading.ipt_note = ('no chain %s in any iptables nat table (nft lists no such chain; no legacy nat '
-                                'table is loaded): iptables not read.' % reading.chain)
+            reading.ipt_note = ('no chain %s in any iptables nat table (asked the kernel; no legacy nat table is '
+                                'loaded): iptables not read.' % reading.chain)
 
-    def _read_auto(self, reading, policy):
-        ipt_ok = self._ipt_available()
-        if ipt_ok:
-            self._read_ipt(reading, policy)
+    def _auto(self, reading):
+        if reading.ipt is not None:
             holding = [f for f, t in sorted(reading.ipt.tables.items()) if reading.chain in t.chains]
             if holding:
                 reading.select('iptables', 'auto: the node has our iptables chain %s (%s)'
                                % (reading.chain, ', '.join('IPv%d' % f for f in holding)))
+                self._look_for_table(reading)
                 return
         if self.nft.available:
             try:
-                self._read_nft(reading)
+                self._look_for_table(reading)
             except MasqError as e:
-                if not ipt_ok:
+                if reading.ipt is None:
                     raise
                 reading.nft_note = 'nft could not list the ruleset (%s).' % e.msg.rstrip('.')
             if reading.nft_table is not None:
                 reading.select('nftables', 'auto: the node has our nftables %s' % table_label(reading.name))
                 return
-        if ipt_ok:
+        if reading.ipt is not None:
             reading.select('iptables', 'auto: a node with neither policy yet, where iptables is installed')
-        elif self.nft.available and reading.nft_read:
+        elif self.nft.available:
             reading.select('nftables', 'auto: a node with neither policy yet, where only nft is installed')
+            if not reading.nft_read:
+                self._read_nft(reading)
         else:
             raise MasqError('Neither iptables (iptables-save and iptables-restore) nor nft was found on the node; '
                             'install iptables or nftables. Nothing was changed.')
@@ -206,17 +214,12 @@ class Backends:
 
     def _plan_iptables(self, reading, policy, adopt):
         ipt = self.iptables.plan(reading.ipt, policy, reading.chain, adopt, undo=True)
-        if ipt.changed and not reading.nft_read:
-            # A run that writes the chain also takes our table out of nftables.
-            if self.nft.available:
-                self._read_nft(reading)
-            else:
-                reading.nft_note = 'nft not found: no nftables table to remove.'
         steps = list(ipt.steps)
         switch = False
         if reading.nft_table is not None:
             reading.nft_plan = nft_plan_absent(reading.nft_table, reading.name, adopt, strict=False)
             if reading.nft_plan.changed:
+                # The chain first (each family undone if a later step fails), then the table.
                 steps.append(self._nft_step(reading.nft_plan))
                 switch = ipt.changed
         if not switch:

@@ -40,6 +40,7 @@ class NftTable:
         self.maps = {}
         self.sets = collections.OrderedDict()
         self.others = []       # (kind, name) of every other object in the table
+        self.unreadable = None  # the text listing, when nft's JSON of the table could not be read
 
 
 def parse_nft(data, what='nft -j list ruleset'):

@@ -37,9 +37,7 @@ A set lookup is one step whatever the list's length, where iptables walks
 one RETURN rule per CIDR.  There is no jump to keep in place: the chain is a
 base chain at the postrouting hook, priority srcnat.
 
-* read: one ``nft -j`` run (``nft_json.py`` reads it) lists the table and
-  every chain name of the ruleset, which shows whether iptables-nft holds a
-  chain of ours;
+* read: one ``nft -j`` run (``nft_json.py`` reads it) lists the table;
 * plan: compare the table with the policy: its sets as address intervals
   (what the kernel keeps after merging), its rules as nft prints them;
 * apply: one atomic ``nft -j -f -`` transaction that declares the table,
@@ -61,6 +59,7 @@ import socket
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import (
+    NftTable,
     documents,
     parse_nft,
     render_rule,
@@ -305,6 +304,8 @@ def _flags(obj):
 
 def render_live(table):
     """A table as read (``nft_json.NftTable``), in the same form."""
+    if table.unreadable is not None:
+        return table.unreadable
     lines = ['table %s %s {' % (table.family, table.name)]
     if _flags(table.info):
         lines.append('\tflags %s' % ','.join(_flags(table.info)))
@@ -346,6 +347,8 @@ def _same_elements(live, desired_elements, desired_intervals, family):
 def differences(table, desired):
     """What differs between the table read and the one wanted, in words
     (empty: in sync)."""
+    if table.unreadable is not None:
+        return ['nft cannot list it as JSON (a dormant table?)']
     diffs = []
     if _flags(table.info):
         diffs.append('table flags %s' % ','.join(_flags(table.info)))
@@ -380,13 +383,17 @@ def differences(table, desired):
 
 
 def is_ours(table):
-    """An empty table, or one with a rule of ours (our comment)."""
+    """A table with a rule of ours (our comment), or with nothing but objects
+    of our names (empty, or ours with its rules flushed)."""
     if table is None:
         return False
+    if table.unreadable is not None:
+        return OUR_COMMENT_PREFIX in table.unreadable
     rules = [r for rs in table.rules.values() for r in rs]
-    if not rules and not table.sets and not table.maps and not table.others:
+    if any((r.get('comment') or '').startswith(OUR_COMMENT_PREFIX) for r in rules):
         return True
-    return any((r.get('comment') or '').startswith(OUR_COMMENT_PREFIX) for r in rules)
+    return (not rules and not table.maps and not table.others and set(table.chains) <= set([CHAIN])
+            and set(table.sets) <= set(SETS.values()))
 
 
 # --------------------------------------------------------------------------
@@ -420,29 +427,36 @@ class NftTools:
         raise MasqError('%s failed (rc=%d): %s' % (what, rc, (err or out).strip() or 'no message (nft crashed?)'),
                         cmd=' '.join(argv), rc=rc, stdout=out, stderr=err)
 
-    def listing(self, name, chains=False):
-        """``(table, chain_names)``: our table (``nft_json.NftTable``, None
-        when it does not exist) and, with ``chains``, every ``(family, table,
-        chain)`` of the ruleset."""
-        wanted = [{'list': {'table': {'family': FAMILY, 'name': name}}}]
-        if chains:
-            wanted.append({'list': {'chains': {}}})
+    def listing(self, name):
+        """Our table (``nft_json.NftTable``), or None when it does not exist."""
         argv = self.argv()
-        self.commands.append(' '.join(argv) + '  # list %s%s' % (table_label(name), ', chains' if chains else ''))
-        rc, out, err = self._run(argv, self.batch(wanted))
+        self.commands.append(' '.join(argv) + '  # list %s' % table_label(name))
+        rc, out, err = self._run(argv, self.batch([{'list': {'table': {'family': FAMILY, 'name': name}}}]))
         if rc != 0:
             if _NO_TABLE not in (err or ''):
                 self._fail(argv, rc, out, err, 'nft (listing %s)' % table_label(name))
-            return None, (self.chain_names() if chains else None)
-        docs = documents(out, 'nft -j')
+            return None
+        try:
+            docs = documents(out, 'nft -j')
+        except MasqError:
+            return self._unreadable(name)
         if not docs:
             raise MasqError('nft printed nothing when listing %s.' % table_label(name))
         self.version = nft_version(docs[0]) or self.version
-        table = parse_nft(docs[0]).get((FAMILY, name))
-        names = None
-        if chains:
-            names = _chain_names(docs[1] if len(docs) > 1 else {})
-        return table, names
+        return parse_nft(docs[0]).get((FAMILY, name))
+
+    def _unreadable(self, name):
+        """The table exists but nft's JSON of it is broken (nft 1.0.6 prints
+        the flags of a dormant table as garbage): a table to replace, ours
+        when its text listing carries our comment."""
+        argv = [self.nft, 'list', 'table', FAMILY, name]
+        self.commands.append(' '.join(argv))
+        rc, out, err = self._run(argv)
+        if rc != 0:
+            self._fail(argv, rc, out, err, 'nft (listing %s)' % table_label(name))
+        table = NftTable(FAMILY, name)
+        table.unreadable = out
+        return table
 
     def query(self, listings, what):
         """Run ``listings`` (libnftables JSON ``list`` commands) in one nft
