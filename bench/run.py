@@ -3,9 +3,11 @@
     sudo bash bench/run                # full run (N = 3, 100, 1,000, 5,000), about 8-10 minutes
     sudo bash bench/run --quick        # N = 3 and 100 only, about 2 minutes
     sudo bash bench/run --peer-full    # also measure the ansible.builtin.iptables apply at N = 1,000 (+4 min)
-    sudo bash bench/run --parts core,cycle   # some parts only (ansible core profile cycle aggregate fleet ssh)
+    sudo bash bench/run --parts core,cycle   # some parts only (ansible core profile cycle aggregate fleet ssh
+                                             # nftcore conn)
     sudo bash bench/run --parts core,cycle --baseline main   # also the "before" rows of revision main
     sudo bash bench/run --parts ssh          # the SSH fleet: 1, 10 and 50 hosts (about 15-25 minutes)
+    sudo bash bench/run --parts conn,nftcore # the nftables backend: cost per new connection, its core
 
 Benchmarks, not tests: nothing here asserts a time; the report says where we
 stand against each target.  Everything that touches iptables runs inside
@@ -27,6 +29,7 @@ import time
 
 import benchlib
 import fleet_ssh
+import nft_bench
 from benchlib import CHAIN, make_cidrs, median, netlab
 
 sys.path.insert(0, benchlib.COLLECTIONS)
@@ -37,7 +40,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.runner import m
 
 FULL_SIZES = (3, 100, 1000, 5000)
 QUICK_SIZES = (3, 100)
-PARTS = ('ansible', 'core', 'profile', 'cycle', 'aggregate', 'fleet', 'ssh')
+PARTS = ('ansible', 'core', 'profile', 'cycle', 'aggregate', 'fleet', 'ssh', 'nftcore', 'conn')
 PEER_COMMENT_RET = COMMENTS['docs']['return']
 TARGET_CORE_RATIO = 1.5
 TARGET_PEER_SPEEDUP = 50.0
@@ -672,6 +675,10 @@ def report(info, results, opts):
         out += ['', '<details><summary>cProfile of 5 no-change runs (Policy + sync), top by own time</summary>', '',
                 '```', prof['cprofile_top'], '```', '', '</details>', '']
 
+    nft_lines, nft_targets = nft_bench.report(results)
+    out += nft_lines
+    targets += nft_targets
+
     if targets:
         out += ['## Targets', '', '| target | measured | status |', '|---|---|---|']
         for name, value, ok in targets:
@@ -697,6 +704,11 @@ def main():
     parser.add_argument('--ssh-hosts', default=None,
                         help='host counts of the SSH fleet part (default 1,10,50; --quick: 1,10)')
     parser.add_argument('--ssh-reps', type=int, default=None, help='repetitions of each SSH fleet run (default 3; --quick: 1)')
+    parser.add_argument('--nft-sizes', default=None,
+                        help='N values of parts conn and nftcore (default 10,1000,5000,20000; --quick: 10,20000)')
+    parser.add_argument('--conn-backends', default=','.join(nft_bench.CONN_BACKENDS),
+                        help='backends of part conn (default %s)' % ','.join(nft_bench.CONN_BACKENDS))
+    parser.add_argument('--conn-reps', type=int, default=None, help='repetitions of part conn (default 7; --quick: 3)')
     parser.add_argument('--out', help='report file (default bench/results/<date>-<host>[-quick].md)')
     parser.add_argument('--json', help='also write the raw results as JSON here')
     opts = parser.parse_args()
@@ -709,6 +721,12 @@ def main():
     sizes = QUICK_SIZES if opts.quick else FULL_SIZES
     if opts.sizes:
         sizes = tuple(sorted(int(x) for x in opts.sizes.split(',')))
+    nft_sizes = nft_bench.QUICK_SIZES if opts.quick else nft_bench.FULL_SIZES
+    if opts.nft_sizes:
+        nft_sizes = tuple(sorted(int(x) for x in opts.nft_sizes.split(',')))
+    conn_backends = tuple(b for b in opts.conn_backends.split(',') if b)
+    if set(conn_backends) - set(nft_bench.CONN_BACKENDS) or 'nftables' not in conn_backends:
+        sys.exit('--conn-backends: nftables plus any of %s' % ', '.join(nft_bench.CONN_BACKENDS[1:]))
 
     # A TERM/INT still runs the finally blocks that delete the namespaces.
     def stop(signum, _frame):
@@ -737,6 +755,11 @@ def main():
                                           reps=1 if opts.quick else 2)
         if 'ansible' in parts:
             results['ansible'] = part_ansible(sizes, backend, workdir, opts)
+        if 'nftcore' in parts:
+            results['nftcore'] = nft_bench.part_nftcore(nft_sizes, opts.quick)
+        if 'conn' in parts:
+            results['conn'] = nft_bench.part_conn(nft_sizes, conn_backends,
+                                                  opts.conn_reps or (3 if opts.quick else 7))
         if 'ssh' in parts:
             hosts = opts.ssh_hosts or ('1,10' if opts.quick else '1,10,50')
             results['ssh'] = fleet_ssh.part_ssh([int(x) for x in hosts.split(',')],

@@ -1,0 +1,334 @@
+"""The nftables backend's core, without Ansible (node side of parts ``nftcore`` and ``conn``).
+
+Runs INSIDE a network namespace made by bench/run.py (``nft_bench.py``), with
+the node's Python and PYTHONPATH=build/collections; prints one JSON document.
+Never run it in the root namespace: it flushes the nft ruleset of the
+namespace it runs in.
+
+    apply BACKEND SIZE   part conn: the policy of SIZE spaced CIDRs written by
+                         the core (Policy + sync, backend ``nftables`` or
+                         ``iptables``: the iptables flavour is whatever PATH
+                         gives), then checked: SIZE set elements, or SIZE
+                         RETURN rules and the jump
+    measure SIZES REPS   part nftcore: apply from an empty ruleset and the
+                         no-change rerun, the core in process (Policy + sync,
+                         backend ``nftables``) vs the floor (one bare
+                         ``nft -j -f -`` of exactly the transaction the core
+                         writes; one bare ``nft -j list table inet
+                         ip-masq-agent``) vs the same commands the core runs
+                         (argv and stdin recorded from the core), run bare
+    profile SIZE         where a no-change run's time goes: per-step timings
+                         and the top of a cProfile of Policy + sync
+
+Every command, the core's and the bare ones, runs through the core's own
+runner (``runner.make_run()``: posix_spawn, waited for), so CPU is this
+process plus every child it has waited for (getrusage).
+"""
+import cProfile
+import io
+import json
+import os
+import pstats
+import resource
+import statistics
+import sys
+import time
+
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import (
+    backends as _backends,
+    nft_json as _nft_json,
+    nftables as _nft,
+    policy as _policy,
+    runner as _runner,
+    sync as _sync,
+)
+
+CHAIN = 'IP-MASQ-AGENT'
+TABLE = 'ip-masq-agent'
+SET4 = 'nonmasq-ipv4'
+RUN = _runner.make_run()
+
+
+def spaced_cidrs(count):
+    """``count`` distinct /24s, every other one of 10.0.0.0/8 (10.0.0.0/24,
+    10.0.2.0/24, ...; at most 32,768): no two adjacent, so an nft interval
+    set holds ``count`` intervals and iptables ``count`` RETURN rules.  Same
+    list as nft_bench.spaced_cidrs (this file runs with the node's Python)."""
+    if count > 32768:
+        raise ValueError('at most 32,768 spaced /24s in 10.0.0.0/8')
+    return ['10.%d.%d.0/24' % ((2 * i) // 256, (2 * i) % 256) for i in range(count)]
+
+
+def must(argv, data=None):
+    rc, out, err = RUN(argv, data)
+    if rc != 0:
+        raise RuntimeError('%s: rc=%d %s' % (' '.join(argv), rc, err))
+    return out
+
+
+def nft():
+    path = _runner.find('nft')
+    if not path:
+        raise RuntimeError('nft not found')
+    return path
+
+
+def reset():
+    """Empty this namespace's nft ruleset (never the host's: see refuse_root_namespace)."""
+    must([nft(), 'flush', 'ruleset'])
+
+
+def cpu_now():
+    """CPU seconds of this process plus every child it has waited for."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + usage.ru_utime + usage.ru_stime
+
+
+def sample(func):
+    cpu0 = cpu_now()
+    start = time.perf_counter()
+    result = func()
+    return result, time.perf_counter() - start, cpu_now() - cpu0
+
+
+def core_sync(cidrs, choice, run=RUN):
+    pol = _policy.Policy(nonmasquerade_cidrs=cidrs, cidr_limit=None)
+    return _sync.sync(pol, _backends.Backends(run, _runner.find, choice=choice))
+
+
+def nft_set_size():
+    data = json.loads(must([nft(), '-j', 'list', 'set', 'inet', TABLE, SET4]))
+    for item in data.get('nftables', []):
+        if 'set' in item:
+            return len(item['set'].get('elem') or [])
+    return 0
+
+
+def iptables_counts():
+    """(RETURN rules for 10.x CIDRs in our chain, jumps to it) from iptables-save -t nat."""
+    save = _runner.find('iptables-save')
+    text = must([save, '-t', 'nat'])
+    rules = [line for line in text.splitlines() if line.startswith('-A %s -d 10.' % CHAIN)]
+    jumps = [line for line in text.splitlines() if line.startswith('-A POSTROUTING') and line.endswith('-j ' + CHAIN)]
+    return len(rules), len(jumps), os.path.realpath(save)
+
+
+# ---------------------------------------------------------------------------
+# apply (part conn)
+# ---------------------------------------------------------------------------
+
+def apply(choice, size):
+    cidrs = spaced_cidrs(size)
+    _r, wall, cpu = sample(lambda: core_sync(cidrs, choice))
+    result = _r
+    if not result['changed']:
+        raise RuntimeError('apply %s N=%d: the core reported no change on an empty namespace' % (choice, size))
+    out = {'backend': choice, 'size': size, 'changed': True, 'commands': result['commands'],
+           'selected': result.get('selected_backend'), 'apply_wall': wall, 'apply_cpu': cpu}
+    if choice == 'nftables':
+        out['set_elements'] = nft_set_size()
+        if out['set_elements'] != size:
+            raise RuntimeError('nft set %s holds %d elements, expected %d' % (SET4, out['set_elements'], size))
+    else:
+        rules, jumps, tool = iptables_counts()
+        out.update(return_rules=rules, jumps=jumps, tool=tool)
+        if rules != size or jumps != 1:
+            raise RuntimeError('iptables: %d RETURN rules and %d jumps, expected %d and 1' % (rules, jumps, size))
+    again = core_sync(cidrs, choice)
+    if again['changed']:
+        raise RuntimeError('apply %s N=%d: the rerun changed something: %s' % (choice, size, again['actions']))
+    return out
+
+
+# ---------------------------------------------------------------------------
+# measure (part nftcore)
+# ---------------------------------------------------------------------------
+
+def recorded(cidrs):
+    """The (argv, stdin, stdout) of every command the core runs, for an
+    apply from an empty ruleset and for the no-change rerun; and the
+    results of both."""
+    calls = {'apply': [], 'nochange': []}
+    results = {}
+    for step in ('apply', 'nochange'):
+        def run(argv, data=None, _calls=calls[step]):
+            rc, out, err = RUN(argv, data)
+            _calls.append((list(argv), data, out))
+            return rc, out, err
+        results[step] = core_sync(cidrs, 'nftables', run)
+    return calls, results
+
+
+def replay(calls):
+    for argv, data, _out in calls:
+        RUN(argv, data)     # the same rc as the core got: a failed listing is part of what it runs
+
+
+def check_nochange(result, size):
+    if result['changed']:
+        raise RuntimeError('no-change run N=%d changed: %s' % (size, result['actions']))
+    commands = result['commands']
+    if len(commands) != 1 or not commands[0].split()[0].endswith('/nft'):
+        raise RuntimeError('no-change run N=%d ran %r, expected one nft' % (size, commands))
+
+
+def measure(size, reps):
+    cidrs = spaced_cidrs(size)
+    reset()
+    calls, results = recorded(cidrs)       # also the warm-up
+    transaction = results['apply']['nftables']['transaction']
+    if not transaction:
+        raise RuntimeError('the apply from an empty ruleset wrote no transaction')
+    check_nochange(results['nochange'], size)
+    listing = [nft(), '-j', 'list', 'table', 'inet', TABLE]
+    # The floor's apply must leave exactly what the core leaves: the core's rerun then changes nothing.
+    reset()
+    must([nft(), '-j', '-f', '-'], transaction)
+    check_nochange(core_sync(cidrs, 'nftables'), size)
+    elements = nft_set_size()
+    if elements != size:
+        raise RuntimeError('nft set %s holds %d elements, expected %d' % (SET4, elements, size))
+
+    def module_apply():
+        result = core_sync(cidrs, 'nftables')
+        if not result['changed']:
+            raise RuntimeError('apply N=%d: no change' % size)
+        return result
+
+    def module_nochange():
+        result = core_sync(cidrs, 'nftables')
+        check_nochange(result, size)
+        return result
+
+    steps = {
+        'module_apply': module_apply,
+        'floor_apply': lambda: must([nft(), '-j', '-f', '-'], transaction),
+        'same_apply': lambda: replay(calls['apply']),
+        'module_nochange': module_nochange,
+        'floor_nochange': lambda: must(listing),
+        'same_nochange': lambda: replay(calls['nochange']),
+    }
+    who = ('module', 'floor', 'same')
+    series = dict(('%s_%s' % (w, step), []) for w in who for step in ('apply', 'nochange'))
+    for rep in range(reps):
+        order = who[rep % 3:] + who[:rep % 3]     # rotate which goes first
+        for key in order:
+            reset()
+            _r, wall, cpu = sample(steps[key + '_apply'])
+            series[key + '_apply'].append((wall, cpu))
+        for key in order:
+            _r, wall, cpu = sample(steps[key + '_nochange'])
+            series[key + '_nochange'].append((wall, cpu))
+    listing_bytes = len(must(listing))
+    reset()
+    out = {'size': size, 'reps': reps, 'set_elements': elements, 'listing_bytes': listing_bytes,
+           'transaction_bytes': len(transaction),
+           'apply_commands': results['apply']['commands'], 'nochange_commands': results['nochange']['commands'],
+           'apply_processes': len(calls['apply']), 'nochange_processes': len(calls['nochange'])}
+    for key, values in series.items():
+        out[key] = {'wall': statistics.median(v[0] for v in values),
+                    'cpu': statistics.median(v[1] for v in values)}
+    return out
+
+
+# ---------------------------------------------------------------------------
+# profile
+# ---------------------------------------------------------------------------
+
+def best_ms(func, repeats):
+    """The least CPU time (this process and its children) of ``repeats`` calls, in ms."""
+    best = float('inf')
+    for _i in range(repeats):
+        start = cpu_now()
+        func()
+        best = min(best, cpu_now() - start)
+    return best * 1000.0
+
+
+def profile(size, repeats=10):
+    """Per-step timings of a no-change run (CPU ms, best of ``repeats``) and
+    a cProfile of five.  The steps are the core's own functions, called on
+    what the core itself read (its recorded nft output)."""
+    import gc  # pylint: disable=import-outside-toplevel
+
+    cidrs = spaced_cidrs(size)
+    reset()
+    try:
+        calls, results = recorded(cidrs)
+        check_nochange(results['nochange'], size)
+        text = [out for argv, _data, out in calls['nochange'] if argv[0].endswith('/nft')][-1]
+        docs = _nft_json.documents(text)
+        table = _nft_json.parse_nft(docs[0]).get(('inet', TABLE))
+        pol = _policy.Policy(nonmasquerade_cidrs=cidrs, cidr_limit=None)
+        desired = _nft.Desired(pol)
+        listing = [nft(), '-j', 'list', 'table', 'inet', TABLE]
+
+        def without_gc():
+            gc.disable()
+            try:
+                core_sync(cidrs, 'nftables')
+            finally:
+                gc.enable()
+
+        parts = [
+            ('the no-change run\'s nft command, bare (subprocess)', lambda: replay(calls['nochange'])),
+            ('nft -j list table (the floor; subprocess)', lambda: must(listing)),
+            ('nft_json.documents (JSON decode of what nft printed)', lambda: _nft_json.documents(text)),
+            ('nft_json.parse_nft', lambda: _nft_json.parse_nft(docs[0])),
+            ('Policy(...) (validation: parse_cidrs)',
+             lambda: _policy.Policy(nonmasquerade_cidrs=cidrs, cidr_limit=None)),
+            ('nftables.Desired(policy) (merge, interval_element per interval, rules)', lambda: _nft.Desired(pol)),
+            ('nftables.differences (_same_elements: _element_key of both sides)',
+             lambda: _nft.differences(table, desired)),
+            ('nftables.render_live (the result\'s "before" text)', lambda: _nft.render_live(table)),
+            ('nftables.render_desired (the result\'s "after" text)', lambda: _nft.render_desired(desired)),
+            ('nftables.plan_present (Desired + differences + both texts)', lambda: _nft.plan_present(table, pol)),
+            ('whole no-change run (Policy + sync)', lambda: core_sync(cidrs, 'nftables')),
+            ('whole no-change run, cyclic GC off (gc.disable)', without_gc),
+        ]
+        timings = [{'part': name, 'ms': best_ms(func, repeats if 'subprocess' not in name and 'whole' not in name
+                                                else max(3, repeats // 2))}
+                   for name, func in parts]
+        prof = cProfile.Profile()
+        prof.enable()
+        for _i in range(5):
+            core_sync(cidrs, 'nftables')
+        prof.disable()
+        tops = []
+        for key, count in (('tottime', 15), ('cumulative', 25)):
+            buf = io.StringIO()
+            pstats.Stats(prof, stream=buf).sort_stats(key).print_stats(count)
+            tops.append(buf.getvalue().replace(os.path.dirname(_nft.__file__) + '/', '').replace(
+                os.path.dirname(os.__file__) + '/', '').strip())
+        return {'size': size, 'parts': timings, 'cprofile_top': tops[0], 'cprofile_cumulative': tops[1]}
+    finally:
+        reset()
+
+
+def refuse_root_namespace():
+    """This script flushes the nft ruleset of the namespace it runs in: never the host's."""
+    here = str(os.stat('/proc/self/ns/net').st_ino)
+    if here == os.environ.get('IMQ_BENCH_HOST_NETNS', here):
+        sys.stderr.write('node_nft.py: refusing to run in the host network namespace; use bench/run\n')
+        sys.exit(3)
+
+
+def main(argv):
+    refuse_root_namespace()
+    if argv[:1] == ['apply'] and len(argv) == 3:
+        out = apply(argv[1], int(argv[2]))
+    elif argv[:1] == ['measure'] and len(argv) == 3:
+        sizes = [int(x) for x in argv[1].split(',')]
+        reps = [int(x) for x in argv[2].split(',')]
+        out = [measure(size, rep) for size, rep in zip(sizes, reps)]
+    elif argv[:1] == ['profile'] and len(argv) == 2:
+        out = profile(int(argv[1]))
+    else:
+        sys.stderr.write(__doc__)
+        return 2
+    json.dump(out, sys.stdout)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))
