@@ -33,6 +33,15 @@ description:
     C(-s <subnet> ! -o docker0 -j MASQUERADE) (and the hairpin rule C(-o docker0 -m addrtype --src-type LOCAL
     -j MASQUERADE)) is deleted from C(POSTROUTING) if it survived the restart, IPv4 and IPv6, one
     C(iptables-restore --noflush) transaction per family. Nothing else is touched.
+  - >-
+    With Docker's nftables firewall backend (C("firewall-backend": "nftables")), O(remove_stale_rules=true) also
+    deletes the default bridge's masquerade rule from the nft tables C(ip docker-bridges) and
+    C(ip6 docker-bridges) - C(oifname != "docker0" ip saddr <subnet> counter masquerade comment "MASQUERADE") in
+    chain C(nat-postrouting-out__docker0) (bridge and subnets as for iptables) - by rule handle, both families in
+    one atomic C(nft -j -f -) transaction (since 1.1.0). Docker's chains, verdict maps and every other rule stay,
+    also the hairpin rule C(fib saddr type local counter masquerade comment "MASQUERADE FROM HOST"), which Docker
+    writes whenever its userland proxy is off, whatever C(ip-masq) says, and which rewrites only the host's own
+    connections into the bridge.
   - With O(report_networks=true), user-defined bridge networks that still masquerade are listed with what to
     do; Docker cannot change that on an existing network.
   - Does nothing (and reports RV(installed=false)) when Docker is not installed.
@@ -43,7 +52,8 @@ author:
 attributes:
   check_mode:
     support: full
-    description: Reads everything and reports what would change; writes no file and runs no C(iptables-restore).
+    description: Reads everything and reports what would change; writes no file and runs no C(iptables-restore) and no
+      nft transaction.
   diff_mode:
     support: full
     description: Shows every file edited, before and after.
@@ -81,7 +91,8 @@ options:
   remove_stale_rules:
     description:
       - Delete Docker's default-bridge C(MASQUERADE) rule(s) from C(POSTROUTING) when Docker no longer masquerades
-        the default bridge but the rule is still there.
+        the default bridge but the rule is still there; with Docker's nftables firewall backend, its masquerade rule
+        in C(ip docker-bridges) and C(ip6 docker-bridges) (chain C(nat-postrouting-out__<bridge>)) too (since 1.1.0).
       - The bridge and its subnets come from C(docker network inspect bridge) when the Docker CLI works, else
         from O(bridge_name) and O(bridge_cidrs), else from C(daemon.json) (C(bridge)) and the rule's shape on
         C(docker0).
@@ -112,8 +123,10 @@ notes:
   - >-
     With C("iptables": false) Docker writes no rules at all; the setting is still made.
   - >-
-    With C("firewall-backend": "nftables") Docker keeps its rules in the nft table C(ip docker-bridges);
-    O(remove_stale_rules) looks at iptables only.
+    With C("firewall-backend": "nftables") Docker keeps its rules in the nft tables C(ip docker-bridges) and
+    C(ip6 docker-bridges); O(remove_stale_rules) looks there too when C(nft) is installed. A C(return) or
+    C(accept) in another table (ours included) does not stop that table's chain at the same hook from
+    masquerading. Docker's masquerading must be off, as this module makes it.
   - The P(ipmasq.agent.ip_masq#role) role runs this module, restarts Docker through a handler, then runs it
     again with O(remove_stale_rules) and O(report_networks).
 seealso:
@@ -200,11 +213,17 @@ backups:
   elements: str
   sample: ["/etc/docker/daemon.json.4242.2026-01-01@10:00:00~"]
 removed_rules:
-  description: Rules and chains deleted (or that would be), per family, as C(iptables-save) printed them.
+  description:
+    - Rules and chains deleted (or that would be), per family, as C(iptables-save) printed them.
+    - Rules deleted from Docker's nft tables (since 1.1.0) as C(<family> <table> <chain>) and the rule as C(nft)
+      prints it.
   returned: when installed
   type: list
   elements: str
-  sample: ["IPv4: -A POSTROUTING -s 172.17.0.0/16 ! -o docker0 -j MASQUERADE"]
+  sample:
+    - "IPv4: -A POSTROUTING -s 172.17.0.0/16 ! -o docker0 -j MASQUERADE"
+    - 'IPv4: ip docker-bridges nat-postrouting-out__docker0: oifname != "docker0" ip saddr 172.17.0.0/16 counter
+      masquerade comment "MASQUERADE"'
 bridge:
   description: The default bridge and subnets the rule search used.
   returned: when O(remove_stale_rules=true) and Docker has a default bridge

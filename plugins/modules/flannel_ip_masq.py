@@ -27,6 +27,13 @@ description:
     C(FLANNEL-POSTRTG), its jump from C(POSTROUTING), and C(POSTROUTING) rules commented C(flanneld masq) - in
     IPv4 and IPv6, one C(iptables-restore --noflush) transaction per family. Other chains and rules are not
     touched; a jump to C(FLANNEL-POSTRTG) that is not flannel's is an error and nothing is changed.
+  - >-
+    In flannel's nftables mode (C(EnableNFTables) in its C(net-conf.json)), O(remove_stale_rules=true) deletes, under
+    the same conditions, the chain C(postrtg) of flannel's tables C(ip flannel-ipv4) and C(ip6 flannel-ipv6) (a nat
+    postrouting base chain holding flannel's masquerade rules and the returns before them, and nothing else), both
+    families in one atomic C(nft -j -f -) transaction (since 1.1.0). The tables and their C(forward) chains stay:
+    flanneld writes C(forward) without C(--ip-masq) too and deletes the tables itself when it stops; without
+    C(--ip-masq) it never creates C(postrtg), and with it it re-creates the chain whether or not it is there.
   - Before the first edit of a file its original is kept in O(backup_dir); O(state=absent) puts it back. flanneld
     needs a restart to apply any change (RV(restart_required)); the module never restarts it.
   - Does nothing (RV(installed=false)) unless flanneld has a systemd unit on the node. flannel run by the
@@ -38,14 +45,15 @@ author:
 attributes:
   check_mode:
     support: full
-    description: Reads everything and reports what would change; writes no file and runs no C(iptables-restore).
+    description: Reads everything and reports what would change; writes no file and runs no C(iptables-restore) and no
+      nft transaction.
   diff_mode:
     support: full
     description: Shows every file edited, before and after.
   platform:
     support: full
     platforms: posix
-    description: Linux with systemd and iptables (either backend).
+    description: Linux with systemd and iptables (either backend); C(nft) for flannel's nftables mode.
 options:
   state:
     description:
@@ -84,12 +92,15 @@ options:
     description:
       - Delete C(FLANNEL-POSTRTG), its jump and C(POSTROUTING) rules commented C(flanneld masq) once flanneld no
         longer masquerades. Turning C(--ip-masq) off does not remove them.
+      - In nftables mode, the chain C(postrtg) of the tables C(ip flannel-ipv4) and C(ip6 flannel-ipv6) (since 1.1.0).
     type: bool
     default: true
 notes:
   - Run it twice around a restart of flanneld - once to edit the options, then, after the restart, with
     O(remove_stale_rules=true) to delete the rules. The P(ipmasq.agent.ip_masq#role) role does this.
-  - flannel's nftables mode (tables C(flannel-ipv4), C(flannel-ipv6)) is not handled.
+  - >-
+    A C(return) or C(accept) in another nft table (ours included) does not stop flannel's C(postrtg) chain, at the
+    same hook, from masquerading. flannel's masquerading must be off and its chain gone, as this module makes it.
 seealso:
   - module: ipmasq.agent.docker_ip_masq
   - module: ipmasq.agent.masq_chain
@@ -104,7 +115,7 @@ EXAMPLES = r'''
 - name: Restart flanneld now
   ansible.builtin.meta: flush_handlers
 
-- name: Remove FLANNEL-POSTRTG and its jump
+- name: Remove FLANNEL-POSTRTG and its jump (in nftables mode, the postrtg chain of flannel's tables)
   ipmasq.agent.flannel_ip_masq:
 
 - name: Options in /etc/default/flanneld, sourced by a start script
@@ -160,16 +171,22 @@ backups:
   type: list
   elements: str
 stale_rules:
-  description: flannel's rules and chains found in the nat table, per family.
+  description:
+    - flannel's rules and chains found in the nat table, per family.
+    - In nftables mode (since 1.1.0), the chain C(postrtg) of C(ip flannel-ipv4) and C(ip6 flannel-ipv6), with how many
+      rules it holds and how many of them masquerade.
   returned: when installed
   type: list
   elements: str
 removed_rules:
-  description: Rules and chains deleted (or that would be), per family.
+  description: Rules and chains deleted (or that would be), per family; in nftables mode the C(postrtg) chains (since 1.1.0).
   returned: when installed
   type: list
   elements: str
-  sample: ['IPv4: -A POSTROUTING -m comment --comment "flanneld masq" -j FLANNEL-POSTRTG', "IPv4: chain FLANNEL-POSTRTG"]
+  sample:
+    - 'IPv4: -A POSTROUTING -m comment --comment "flanneld masq" -j FLANNEL-POSTRTG'
+    - "IPv4: chain FLANNEL-POSTRTG"
+    - "IPv4: ip flannel-ipv4: chain postrtg (6 rules, 2 masquerading)"
 messages:
   description: What was found and done, in sentences.
   returned: always

@@ -6,8 +6,9 @@
 # NOTE: private to the ipmasq.agent collection; not a public API.
 """What the three daemon modules (``docker_ip_masq``, ``flannel_ip_masq``,
 ``kubelet_nonmasq``) share: their result, the files and backups of a run,
-bounded helper commands, and the removal of nat rules a daemon left behind
-(through the core's iptables backend, under the writers' lock).
+bounded helper commands, and the removal of nat rules a daemon left behind:
+from iptables through the core's iptables backend, from a daemon's own nft
+tables through the core's nft tools, each under the writers' lock.
 
 Standard library only: this file runs on managed nodes.
 """
@@ -18,13 +19,16 @@ __metaclass__ = type
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import locked
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables import NftTools
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import Plan, Step, locked
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups import Backups
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups import DEFAULT_BACKUP_DIR, plan_restore
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import Files, Writer, check_abs, commit
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.systemd import DEFAULT_UNIT_DIRS, load_unit
 
 CLI_TIMEOUT = 60
+# The nft families of the daemons' tables, and the address family of each.
+NFT_FAMILIES = {'ip': 4, 'ip6': 6}
 
 # The argument spec of the options every daemon module has (documented in
 # doc_fragments/daemon_files.py, and per module for state and env_files).
@@ -141,4 +145,84 @@ def remove_nat_rules(run, find, select, check_mode, result):
     if removed:
         result['changed'] = True
     result['removed_rules'] = removed
+    return removed
+
+
+def nft_ident(family, table, **more):
+    """A libnftables JSON object naming ``table`` of ``family`` (and more)."""
+    if family not in NFT_FAMILIES:
+        raise MasqError('internal error: nft family %r is not one of %s.' % (family, ', '.join(sorted(NFT_FAMILIES))))
+    ident = {'family': family, 'table': table}
+    ident.update(more)
+    return ident
+
+
+def rule_handle(rule, where):
+    """The handle of a rule ``nft -j`` listed (a positive int), or an error."""
+    handle = rule.get('handle')
+    if isinstance(handle, bool) or not isinstance(handle, int) or handle <= 0:
+        raise MasqError('nft listed a rule without a usable handle in %s (%r); no nft transaction was run.'
+                        % (where, handle))
+    return handle
+
+
+class _NftStep(Step):
+    """The one transaction of :func:`remove_nft_rules`: its actions already say where."""
+
+    def described(self):
+        return list(self.actions)
+
+
+def remove_nft_rules(run, find, select, check_mode, result):
+    """Delete what ``select(tables) -> [(text, commands)]`` picks from the
+    node's nft ruleset (``tables``: ``nft_json.NftTable`` by ``(family,
+    name)``, as ``NftTools.ruleset`` reads it): the libnftables JSON
+    ``commands`` of every pick in one atomic ``nft -j -f -`` transaction,
+    read, planned and written under the writers' lock (check mode: read and
+    planned only).  The texts of the picks (what was, or would be, removed)
+    are appended to ``result['removed_rules']`` and returned.
+
+    No nft on the node, or a ruleset nft cannot list: a message or warning,
+    nothing removed.  When the transaction fails, nothing of it was applied;
+    the error says which rules an earlier step of the run already removed."""
+    result.data.setdefault('removed_rules', [])
+    tools = NftTools(run, find)
+    if not tools.available:
+        result.msg('nft not found; no nftables table checked.')
+        return []
+    unreadable = []
+
+    def read():
+        try:
+            return tools.ruleset()
+        except MasqError as e:
+            unreadable.append(e.msg)
+            return None
+
+    def plan(tables):
+        if tables is None:
+            return Plan()
+        picked = select(tables)
+        if not picked:
+            return Plan()
+        commands = [command for _text, cmds in picked for command in cmds]
+        return Plan([_NftStep('nft', [text for text, _cmds in picked], lambda: tools.load(commands))])
+
+    earlier = list(result['removed_rules'])
+    try:
+        _tables, todo = locked(read, plan, check_mode=check_mode)
+    except MasqError as e:
+        msg, details = e.msg.rstrip('.') + '.', dict(e.details)
+        if 'nft transaction' not in msg:
+            msg += ' No part of the nft transaction was applied.'
+        if not earlier:
+            raise MasqError(msg, **details)
+        details.update(changed=True, removed_rules=earlier)
+        raise MasqError('%s Removed before it, and kept: %s.' % (msg, '; '.join(earlier)), **details)
+    for text in unreadable:
+        result.warn('%s; nftables tables not checked.' % text.rstrip('.'))
+    removed = todo.actions
+    if removed:
+        result['changed'] = True
+        result['removed_rules'] = earlier + removed
     return removed

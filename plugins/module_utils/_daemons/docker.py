@@ -6,8 +6,10 @@
 # NOTE: private to the ipmasq.agent collection; not a public API.
 """Docker's masquerading of its default bridge: ``"ip-masq": false`` in
 daemon.json (or ``--ip-masq=false`` where the flag is on the dockerd command
-line), the stale MASQUERADE rule a restart can leave behind, and the
-user-defined networks Docker cannot change in place (reported).
+line), the stale MASQUERADE rule a restart can leave behind (in iptables, or
+with ``"firewall-backend": "nftables"`` in the nft tables ``ip
+docker-bridges`` and ``ip6 docker-bridges``), and the user-defined networks
+Docker cannot change in place (reported).
 
 Standard library only: this file runs on managed nodes.
 """
@@ -22,13 +24,30 @@ import os
 import re
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import bounded, remove_nat_rules, restore, setup
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import render_rule
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import (
+    NFT_FAMILIES,
+    bounded,
+    nft_ident,
+    remove_nat_rules,
+    remove_nft_rules,
+    restore,
+    rule_handle,
+    setup,
+)
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.daemon_json import json_raw_value, json_remove, json_set, parse_daemon_json
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import commit
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.goflags import bool_value, find_flag_all, fix_flags, set_arg
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.systemd import command_lines, load_unit
 
 _IFNAME = re.compile(r'^[A-Za-z0-9_.:@+-]{1,15}$')
+# Docker's nftables firewall backend (libnetwork/drivers/bridge/internal/nftabler):
+# one table per family; per bridge network, its masquerade rule in chain
+# nat-postrouting-out__<bridge>, reached from the nat-POSTROUTING base chain
+# through the verdict map nat-postrouting-out-jumps (keyed by iifname).
+DOCKER_NFT_TABLE = 'docker-bridges'
+DOCKER_NFT_OUT_CHAIN = 'nat-postrouting-out__'
+DOCKER_NFT_COMMENT = 'MASQUERADE'
 
 
 def _same_net(a, nets):
@@ -53,6 +72,83 @@ def docker_bridge_rules(table, bridge, subnets):
             out.append(rule)
         elif rest == ['-o', bridge, '-m', 'addrtype', '--src-type', 'LOCAL', '-j', 'MASQUERADE']:
             out.append(rule)
+    return out
+
+
+def _match(stmt):
+    m = stmt.get('match') if isinstance(stmt, dict) else None
+    return m if isinstance(m, dict) else {}
+
+
+def _nft_net(value):
+    """The network an nft JSON address (a prefix, or one bare address) stands for; None otherwise."""
+    try:
+        if isinstance(value, dict) and isinstance(value.get('prefix'), dict):
+            prefix = value['prefix']
+            return ipaddress.ip_network('%s/%d' % (prefix['addr'], int(prefix['len'])), strict=False)
+        if isinstance(value, str):
+            return ipaddress.ip_network(value, strict=False)
+    except (KeyError, TypeError, ValueError):
+        pass
+    return None
+
+
+def is_docker_nft_masquerade(rule, bridge, family, subnets):
+    """Whether an nft rule (``nft -j`` form) is exactly the default-bridge
+    masquerade rule Docker's nftabler writes into ``ip``/``ip6``
+    ``docker-bridges``: ``oifname != "<bridge>" ip[6] saddr <subnet>
+    counter masquerade comment "MASQUERADE"`` (the counter and the comment
+    optional), its subnet one of ``subnets`` (any when None)."""
+    if rule.get('comment') not in (None, DOCKER_NFT_COMMENT):
+        return False
+    expr = [s for s in rule.get('expr') or [] if not (isinstance(s, dict) and 'counter' in s)]
+    if len(expr) != 3 or expr[2] != {'masquerade': None}:
+        return False
+    oif, saddr = _match(expr[0]), _match(expr[1])
+    if (oif.get('op'), oif.get('left'), oif.get('right')) != ('!=', {'meta': {'key': 'oifname'}}, bridge):
+        return False
+    if (saddr.get('op'), saddr.get('left')) != ('==', {'payload': {'protocol': family, 'field': 'saddr'}}):
+        return False
+    net = _nft_net(saddr.get('right'))
+    if net is None or net.version != NFT_FAMILIES[family]:
+        return False
+    return subnets is None or any(net == n for n in subnets)
+
+
+def docker_nft_rules(tables, bridge, subnets):
+    """Docker's default-bridge masquerade rules in its nftables tables
+    (``tables`` as ``NftTools.ruleset`` reads them): in ``ip
+    docker-bridges`` and ``ip6 docker-bridges``, chain
+    ``nat-postrouting-out__<bridge>``, the rules
+    :func:`is_docker_nft_masquerade` accepts, with ``subnets`` of the
+    table's family (any subnet when ``subnets`` is None; no rule of a family
+    ``subnets`` has none of).
+
+    Returns ``[(text, commands)]`` for ``remove_nft_rules``: each rule as nft
+    prints it and its deletion by handle.  The hairpin rule
+    ``fib saddr type local counter masquerade comment "MASQUERADE FROM
+    HOST"`` in ``nat-postrouting-in__<bridge>`` is not picked: Docker writes
+    it whenever the userland proxy is off, whatever ``ip-masq`` says, and it
+    rewrites only the host's own connections into the bridge."""
+    if not _IFNAME.match(bridge or ''):
+        raise MasqError('bridge_name: %r is not an interface name. Nothing was changed.' % (bridge,))
+    chain = DOCKER_NFT_OUT_CHAIN + bridge
+    out = []
+    for family in sorted(NFT_FAMILIES):
+        table = tables.get((family, DOCKER_NFT_TABLE))
+        if table is None:
+            continue
+        fam = None
+        if subnets is not None:
+            fam = [s for s in subnets if s.version == NFT_FAMILIES[family]]
+            if not fam:
+                continue
+        for rule in table.rules.get(chain, []):
+            if is_docker_nft_masquerade(rule, bridge, family, fam):
+                where = '%s %s %s' % (family, DOCKER_NFT_TABLE, chain)
+                handle = rule_handle(rule, where)
+                command = {'delete': {'rule': nft_ident(family, DOCKER_NFT_TABLE, chain=chain, handle=handle)}}
+                out.append(('IPv%d: %s: %s' % (NFT_FAMILIES[family], where, render_rule(rule)), [command]))
     return out
 
 
@@ -214,7 +310,11 @@ def _docker_stale_rules(p, run, find, docker, data, pending, check_mode, result)
             return [], []
         return docker_bridge_rules(table, bridge, fam), []
 
+    def pick(tables):
+        return docker_nft_rules(tables, bridge, subnets)
+
     removed = remove_nat_rules(run, find, select, check_mode, result)
+    removed = removed + remove_nft_rules(run, find, pick, check_mode, result)
     if removed:
         result.msg('Removed Docker\'s stale default-bridge MASQUERADE rule(s): %s' % '; '.join(removed))
 

@@ -6,8 +6,21 @@
 # NOTE: private to the ipmasq.agent collection; not a public API.
 """flannel's masquerading: ``--ip-masq`` removed from flanneld's options
 wherever they are written (unit, drop-ins, environment files), ipmasq=false
-in mk-docker-opts.sh, and the FLANNEL-POSTRTG chain and its jump removed once
-flanneld no longer masquerades (flanneld never removes them itself).
+in mk-docker-opts.sh, and, once flanneld no longer masquerades, what it
+masqueraded with: the FLANNEL-POSTRTG chain and its jump (iptables), and in
+nftables mode the ``postrtg`` chain of its tables ``ip flannel-ipv4`` and
+``ip6 flannel-ipv6`` (flanneld never removes these while it runs).
+
+Why the chain, and not the rules or the whole table: flanneld
+(pkg/trafficmngr/nftables) creates ``postrtg`` only with ``--ip-masq``
+(``add chain``, ``flush chain``, then its rules, so it re-creates the chain
+as it wants it whether or not it exists), and every rule in it serves
+masquerading only (the returns before the masquerades).  The table also
+holds the ``forward`` chain flanneld writes without ``--ip-masq``, which it
+does not write again until it restarts; and flanneld's shutdown deletes
+``flannel-ipv4`` then ``flannel-ipv6``, stopping at the first that is
+missing.  So the table stays, the chain goes: what a flanneld started
+without ``--ip-masq`` would have left.
 
 Standard library only: this file runs on managed nodes.
 """
@@ -19,7 +32,15 @@ __metaclass__ = type
 import re
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import managed_unit, remove_nat_rules, restore, setup
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import (
+    NFT_FAMILIES,
+    managed_unit,
+    nft_ident,
+    remove_nat_rules,
+    remove_nft_rules,
+    restore,
+    setup,
+)
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.envfile import env_value
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import check_abs, commit
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.goflags import bool_value, fix_flags, remove_arg, set_definition
@@ -28,6 +49,9 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.systemd impo
 FLANNEL_CHAIN = 'FLANNEL-POSTRTG'
 FLANNEL_COMMENT = 'flanneld masq'
 _MK_IPMASQ = re.compile(r'^ipmasq=(["\']?)(true|false)\1[ \t]*(?:#.*)?$', re.M)
+# flanneld's nftables mode: its tables and the chain --ip-masq adds to them.
+FLANNEL_NFT_TABLES = (('ip', 'flannel-ipv4'), ('ip6', 'flannel-ipv6'))
+FLANNEL_NFT_CHAIN = 'postrtg'
 
 
 def flannel_rules(table, family):
@@ -52,6 +76,35 @@ def flannel_rules(table, family):
         raise MasqError('cannot delete %s (IPv%d): rules that are not flannel\'s jump to it: %s. Remove them '
                         'first. Nothing was changed.' % (FLANNEL_CHAIN, family, '; '.join(r.line for r in foreign)))
     return remove, drop
+
+
+def flannel_nft_chains(tables, notes=None):
+    """flannel's masquerading in nftables mode (``tables`` as
+    ``NftTools.ruleset`` reads them): the chain ``postrtg`` of ``ip
+    flannel-ipv4`` and ``ip6 flannel-ipv6``, a nat postrouting base chain.
+    Returns ``[(text, commands)]`` for ``remove_nft_rules``: the chain (with
+    how many rules, how many of them masquerade) and, in one transaction,
+    flush and delete it.  A ``postrtg`` that is not a nat postrouting base
+    chain is not what flanneld writes: left alone, with a line in ``notes``."""
+    out = []
+    for family, name in FLANNEL_NFT_TABLES:
+        table = tables.get((family, name))
+        if table is None or FLANNEL_NFT_CHAIN not in table.chains:
+            continue
+        chain = table.chains[FLANNEL_NFT_CHAIN]
+        where = '%s %s' % (family, name)
+        if (chain.get('type'), chain.get('hook')) != ('nat', 'postrouting'):
+            if notes is not None:
+                notes.append('%s: chain %s is not a nat postrouting chain (type %s, hook %s), not what flanneld '
+                             'writes; left alone.' % (where, FLANNEL_NFT_CHAIN, chain.get('type'), chain.get('hook')))
+            continue
+        rules = table.rules.get(FLANNEL_NFT_CHAIN, [])
+        masq = [r for r in rules if any(isinstance(s, dict) and 'masquerade' in s for s in r.get('expr') or [])]
+        ident = nft_ident(family, name, name=FLANNEL_NFT_CHAIN)
+        text = 'IPv%d: %s: chain %s (%d rule%s, %d masquerading)' % (
+            NFT_FAMILIES[family], where, FLANNEL_NFT_CHAIN, len(rules), '' if len(rules) == 1 else 's', len(masq))
+        out.append((text, [{'flush': {'chain': dict(ident)}}, {'delete': {'chain': dict(ident)}}]))
+    return out
 
 
 def flannel_sync(params, run, find, writer, check_mode=False):
@@ -132,16 +185,26 @@ def flannel_sync(params, run, find, writer, check_mode=False):
         subnet_env = check_abs(p['subnet_env'], 'subnet_env')
         running = env_value(files.read(subnet_env), 'FLANNEL_IPMASQ')
         found = []
+        notes = []
+        keep = masq_on or result['restart_required'] or running == 'true'
 
         def select(family, table):
             drop_rules, drop_chains = flannel_rules(table, family)
             found.extend('IPv%d: %s' % (family, r.line) for r in drop_rules)
             found.extend('IPv%d: chain %s' % (family, c) for c in drop_chains)
-            if masq_on or result['restart_required'] or running == 'true':
+            if keep:
                 return [], []
             return drop_rules, drop_chains
 
+        def pick(tables):
+            chains = flannel_nft_chains(tables, notes)
+            found.extend(text for text, _commands in chains)
+            return [] if keep else chains
+
         remove_nat_rules(run, find, select, check_mode, result)
+        remove_nft_rules(run, find, pick, check_mode, result)
+        for note in notes:
+            result.msg(note)
         result['stale_rules'] = found
         if found and not result['removed_rules']:
             why = ('flanneld still runs with --ip-masq (%s says FLANNEL_IPMASQ=true); restart it first'
