@@ -14,8 +14,8 @@
 #   3. writes build/molecule/containers.conf (runc, ulimits this root shell can
 #      grant) and exports it as CONTAINERS_CONF;
 #   4. builds the node images localhost/ipmasq-node:{bookworm,bookworm-docker,trixie}
-#      with mmdebstrap from this machine's own apt sources, once: an image is
-#      reused while its package list is unchanged;
+#      (trixie with nftables too) with mmdebstrap from this machine's own apt
+#      sources, once: an image is reused while its package list is unchanged;
 #   5. runs `molecule test -s <scenario>` for each scenario, one after the
 #      other, inside a network namespace made for this run (podman's network
 #      backend adds iptables chains and sets ip_forward in the namespace it
@@ -28,7 +28,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 
-all_scenarios=(default resync docker flannel traffic ipv6 removal example)
+all_scenarios=(default resync nftables docker flannel traffic ipv6 removal example)
 work="$here/build/molecule"
 venv="$here/build/molecule-venv"
 label=io.ipmasq.molecule
@@ -164,7 +164,10 @@ build_image() {
 
 images_start=$SECONDS
 # Debian 13 from the same archive: its own download, in parallel with Debian 12.
-build_image trixie trixie "$base_pkgs" > "$work/build-trixie.out" 2>&1 &
+# It also carries nftables (nft) beside iptables: the nftables scenario's
+# backend, and the switch between the two on one node.
+trixie_pkgs="$base_pkgs,nftables"
+build_image trixie trixie "$trixie_pkgs" > "$work/build-trixie.out" 2>&1 &
 trixie_pid=$!
 images_ok=true
 build_image bookworm bookworm "$base_pkgs" || images_ok=false
