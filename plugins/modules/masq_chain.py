@@ -38,7 +38,7 @@ description:
   - Works with both iptables backends (nf_tables and legacy), whichever the node's
     C(iptables-save) and C(iptables-restore) are; the result says which one was used.
   - With O(backend=nftables) the same policy is one table of its own, C(inet ip-masq-agent) (the chain
-    name in lower case): interval sets of the non-masquerade prefixes per family, a base chain at the
+    name in lower case), holding interval sets of the non-masquerade prefixes per family, a base chain at the
     postrouting hook (priority srcnat) that skips local destinations (C(fib daddr type local)), link-local
     unless masqueraded, and the sets, then masquerades. A new connection costs one set lookup however long
     the list is, and there is no jump to keep in place. It is read with one C(nft -j) run and, when it
@@ -259,7 +259,7 @@ selected_backend:
   sample: nftables
   version_added: 1.1.0
 backend_reason:
-  description: Why that backend, for example C(auto: the node has our iptables chain IP-MASQ-AGENT (IPv4)).
+  description: "Why that backend, for example C(auto: the node has our iptables chain IP-MASQ-AGENT (IPv4))."
   returned: always
   type: str
   sample: 'asked for (backend=nftables)'
