@@ -94,10 +94,20 @@ class Backends:
 
     def __init__(self, run, find, choice='auto', proc_read=None, probe=None):
         self.choice = check_backend(choice)
-        self.iptables = IptablesBackend(run, find)
+        self._run = run
+        self._find = find
+        self._iptables = None
         self.nft = NftTools(run, find)
         self.proc_read = proc_read or _read_proc
         self.probe = probe or nfnetlink.exist
+
+    @property
+    def iptables(self):
+        """The iptables backend, its tools looked up when first needed (an
+        nftables run that finds no chain of ours never needs them)."""
+        if self._iptables is None:
+            self._iptables = IptablesBackend(self._run, self._find)
+        return self._iptables
 
     # -- reading -----------------------------------------------------------
 
@@ -150,16 +160,15 @@ class Backends:
         """nftables chosen: whether iptables holds a chain of ours too.
         iptables-nft's chains are nf_tables chains (the kernel is asked);
         a legacy chain can only be in a legacy nat table that /proc lists."""
-        if not self._ipt_available():
-            reading.ipt_note = 'iptables-save/iptables-restore not found: no iptables chain to remove.'
-            return
         found = self.probe([('chain', family, 'nat', reading.chain) for family in ('ip', 'ip6')])
         legacy = [f for f in FAMILIES if 'nat' in self.proc_read(PROC_TABLES[f])]
-        if any(answer is not False for answer in found) or legacy:
-            self._read_ipt(reading, None)
-        else:
+        if not (any(answer is not False for answer in found) or legacy):
             reading.ipt_note = ('no chain %s in any iptables nat table (asked the kernel; no legacy nat table is '
                                 'loaded): iptables not read.' % reading.chain)
+        elif not self._ipt_available():
+            reading.ipt_note = 'iptables-save/iptables-restore not found: no iptables chain to remove.'
+        else:
+            self._read_ipt(reading, None)
 
     def _auto(self, reading):
         if reading.ipt is not None:
@@ -262,11 +271,11 @@ class Backends:
                'read': reading.nft_read, 'exists_before': reading.nft_table is not None,
                'changed': bool(nft is not None and nft.changed), 'before': None, 'after': None,
                'transaction': None}
-        if reading.nft_read:
-            out['before'] = nft.before if nft is not None else None
         if nft is not None:
-            out['after'] = nft.after
             if nft.changed:
+                # The listings only when they differ: a table in sync is the
+                # policy's, and 20,000 set elements are not sent back every run.
+                out['before'], out['after'] = nft.before, nft.after
                 out['transaction'] = self.nft.batch(nft.commands)
             if nft.note:
                 out['note'] = nft.note

@@ -154,6 +154,24 @@ def element_text(elem):
     return str(elem)
 
 
+def element_texts(elements):
+    """:func:`element_text` of each element (inlined for the common forms:
+    tens of thousands per run)."""
+    out = []
+    append = out.append
+    for elem in elements:
+        if elem.__class__ is str:
+            append(elem)
+            continue
+        prefix = elem.get('prefix') if elem.__class__ is dict else None
+        if prefix is None:
+            append(element_text(elem))
+            continue
+        addr, plen = prefix.get('addr'), prefix.get('len')
+        append(addr if plen == (128 if ':' in addr else 32) else '%s/%s' % (addr, plen))
+    return out
+
+
 def element_interval(elem, family):
     """``(first, last)`` of a set element as ``nft -j`` lists it; None if it is not an address."""
     try:
@@ -169,21 +187,6 @@ def element_interval(elem, family):
             return element_interval((elem['elem'] or {}).get('val'), family)
     except (KeyError, TypeError, ValueError, OSError):
         pass
-    return None
-
-
-def _element_key(elem):
-    """A cheap exact key of an element's form (no address parsing): equal keys, same interval."""
-    if isinstance(elem, str):
-        return elem
-    if isinstance(elem, dict):
-        if 'prefix' in elem:
-            prefix = elem['prefix']
-            if _host_prefix(prefix):
-                return prefix.get('addr')
-            return (prefix.get('addr'), prefix.get('len'))
-        if 'range' in elem:
-            return tuple(elem['range'])
     return None
 
 
@@ -215,23 +218,23 @@ def _masquerade(ports, random_fully):
 
 
 class Desired:
-    """The table for a policy: ``sets`` family -> merged intervals,
-    ``elements`` family -> those intervals as set elements, ``rules`` the
+    """The table for a policy: ``cidrs`` family -> the list's CIDRs,
+    ``sets`` family -> their merged intervals and ``elements`` family ->
+    those intervals as set elements (both worked out only when asked for:
+    a table in sync is recognised from the CIDRs alone), ``rules`` the
     chain's rules as ``(expr, comment)``."""
 
     def __init__(self, policy):
         self.name = table_name(policy.chain)
         self.families = policy.families()
-        self.sets = {}
-        self.elements = {}
+        self.cidrs = dict((f, policy.cidrs[f]) for f in self.families)
+        self._sets = None
+        self._elements = None
         comments = policy.comments()
         random_fully = policy.random_fully_for(None)
         rules = [([_match({'fib': {'result': 'type', 'flags': ['daddr']}}, 'local'), {'return': None}],
                   comments['local'])]
         for family in self.families:
-            intervals = merge(cidr_interval(c, family) for c in policy.cidrs[family])
-            self.sets[family] = intervals
-            self.elements[family] = [interval_element(a, b, family) for a, b in intervals]
             if not policy.masq_link_local[family]:
                 rules.append(([_match(_daddr(family), _prefix(LINK_LOCAL[family])), {'return': None}],
                               comments['return']))
@@ -248,6 +251,18 @@ class Desired:
             remaining -= size
         rules.append((only + [_masquerade(None, random_fully)], comments['masquerade']))
         self.rules = rules
+
+    @property
+    def sets(self):
+        if self._sets is None:
+            self._sets = dict((f, merge(cidr_interval(c, f) for c in self.cidrs[f])) for f in self.families)
+        return self._sets
+
+    @property
+    def elements(self):
+        if self._elements is None:
+            self._elements = dict((f, [interval_element(a, b, f) for a, b in self.sets[f]]) for f in self.families)
+        return self._elements
 
     def rule_texts(self):
         return [render_rule({'expr': expr, 'comment': comment}) for expr, comment in self.rules]
@@ -278,9 +293,7 @@ def _set_lines(name, type_, flags, elements):
     if flags:
         lines.append('\t\tflags %s' % ','.join(flags))
     if elements:
-        texts = [element_text(e) for e in elements]
-        body = (',\n\t\t\t     ').join(texts)
-        lines.append('\t\telements = { %s }' % body)
+        lines.append('\t\telements = { %s }' % (',\n\t\t\t     ').join(element_texts(elements)))
     lines.append('\t}')
     return lines
 
@@ -332,16 +345,33 @@ def render_live(table):
 # Comparing
 # --------------------------------------------------------------------------
 
-def _same_elements(live, desired_elements, desired_intervals, family):
-    if [_element_key(e) for e in live] == [_element_key(e) for e in desired_elements]:
-        return True
+def _same_elements(live, desired, family):
+    """Whether the set holds exactly the addresses of the policy's CIDRs.
+    First as text: the CIDRs the set lists are the list's CIDRs (as nft
+    prints them and the policy keeps them, canonical); then, when the list
+    has overlapping or adjacent entries (merged in the set) or nft lists a
+    range, as address intervals."""
+    bits = '/%d' % BITS[family]
+    texts = set()
+    add = texts.add
+    for elem in live:
+        if elem.__class__ is str:
+            add(elem + bits)
+            continue
+        prefix = elem.get('prefix') if elem.__class__ is dict else None
+        if prefix is None:
+            break
+        add('%s/%s' % (prefix.get('addr'), prefix.get('len')))
+    else:
+        if texts == set(desired.cidrs[family]):
+            return True
     intervals = []
     for elem in live:
         interval = element_interval(elem, family)
         if interval is None:
             return False
         intervals.append(interval)
-    return merge(intervals) == desired_intervals
+    return merge(intervals) == desired.sets[family]
 
 
 def differences(table, desired):
@@ -361,7 +391,7 @@ def differences(table, desired):
             diffs.append('foreign set %s' % name)
         elif obj.get('type') != ADDR_TYPES[family] or set(_flags(obj)) != set(['interval']):
             diffs.append('set %s is not a %s interval set' % (name, ADDR_TYPES[family]))
-        elif not _same_elements(obj.get('elem') or [], desired.elements[family], desired.sets[family], family):
+        elif not _same_elements(obj.get('elem') or [], desired, family):
             diffs.append('set %s: %d element(s), %d wanted' % (name, len(obj.get('elem') or []),
                                                               len(desired.elements[family])))
     diffs.extend('set %s missing' % name for name in wanted_sets if name not in table.sets)
@@ -527,9 +557,20 @@ class TablePlan:
         self.exists = table is not None
         self.commands = []          # the transaction, libnftables JSON commands
         self.actions = []
-        self.before = render_live(table) if table is not None else None
-        self.after = None
+        self.desired = None         # nftables.Desired, for a table to write
         self.note = None
+
+    @property
+    def before(self):
+        """The table as read, as ``nft list table`` shows it (None: no table)."""
+        return render_live(self.table) if self.table is not None else None
+
+    @property
+    def after(self):
+        """The table after the run (None: deleted, or not managed)."""
+        if not self.managed:
+            return None if self.changed else self.before
+        return render_desired(self.desired) if self.changed else self.before
 
     @property
     def changed(self):
@@ -548,7 +589,7 @@ def plan_present(table, policy, adopt=False):
     desired = Desired(policy)
     plan = TablePlan(desired.name, table, True)
     plan.refuse_foreign(adopt, 'replace')
-    plan.after = render_desired(desired)
+    plan.desired = desired
     if table is None:
         plan.actions.append('create %s (%s)' % (table_label(desired.name), ', '.join(
             '%s: %d element(s)' % (SETS[f], len(desired.elements[f])) for f in desired.families)))

@@ -143,7 +143,28 @@ def sync(policy, backend, state='present', check_mode=False, chain=None, adopt=F
     if state == 'present' and policy is None:
         raise MasqError('state=present needs a policy.')
     want = policy if state == 'present' else None
-    reading, todo = locked(lambda: backend.read(want, chain),
-                           lambda seen: backend.plan(seen, want, chain, adopt),
-                           check_mode=check_mode, lock=lock)
-    return backend.result(reading, todo, want, state)
+    with _no_cyclic_gc():
+        reading, todo = locked(lambda: backend.read(want, chain),
+                               lambda seen: backend.plan(seen, want, chain, adopt),
+                               check_mode=check_mode, lock=lock)
+        return backend.result(reading, todo, want, state)
+
+
+class _no_cyclic_gc:
+    """A run reads tens of thousands of rules or set elements into objects
+    that hold no reference cycles; Python's cyclic collector would walk them
+    again and again as they are made (a fifth of a no-change run with 20,000
+    CIDRs).  Reference counting still frees everything."""
+
+    def __enter__(self):
+        import gc  # pylint: disable=import-outside-toplevel
+
+        self.gc = gc
+        self.was = gc.isenabled()
+        gc.disable()
+        return self
+
+    def __exit__(self, *exc):
+        if self.was:
+            self.gc.enable()
+        return False
