@@ -1,11 +1,13 @@
 """Writers of ours at the same moment (issue: concurrent runs cost a node its
 SNAT).  Each round puts the node in a drifted state, then starts 2 or 5
 writers at the same instant (masq_chain's own main(), the resync's cycle, or
-both; see race_run.py) against real iptables in a namespace, on both
-backends.  Every round must end with exactly one POSTROUTING jump to the
-chain and a chain equal to one of the policies that ran, and every writer
-must have succeeded or said why it failed.  Bounded: 20 rounds, every writer
-under a time limit."""
+both; see race_run.py) against real iptables and nftables in a namespace,
+on every policy backend (the chain with either iptables backend, the
+table), and writers of both backends against each other.  Every round must
+end with the policy in one backend only: exactly one POSTROUTING jump to the
+chain and a chain equal to one of the policies that ran, or our table equal
+to one of them; and every writer must have succeeded or said why it failed.
+Bounded: 20 rounds, every writer under a time limit."""
 import json
 import os
 import select
@@ -16,6 +18,7 @@ import time
 import pytest
 
 import netlab
+import policy_view
 from policy_view import CHAIN, JUMP, chain_lines, ours
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -30,39 +33,75 @@ EXPECT = {
     'A': chain_lines(['169.254.0.0/16', '10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16']),
     'B': chain_lines(['10.10.0.0/16', '192.0.2.0/24']),
 }
+NFT_EXPECT = {
+    'A': policy_view.nft_expect(POLICY_A['nonmasquerade_cidrs']),
+    'B': policy_view.nft_expect(POLICY_B['nonmasquerade_cidrs'], masq_link_local=True),
+}
 CONFIG_A = 'nonMasqueradeCIDRs: [10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16]\n'
 
-# What a round starts from: (description, iptables-restore --noflush input).
+# What a round starts from: (description, iptables-restore --noflush input, nft -f input).
 JUMP_A = JUMP % (CHAIN, CHAIN)
-DRIFTS = [
-    ('nothing of ours', ''),
-    ('the jump missing', ':%s - [0:0]\n%s\n' % (CHAIN, '\n'.join(EXPECT['A'][1:]))),
-    ('two jumps', ':%s - [0:0]\n%s\n%s\n%s\n' % (CHAIN, JUMP_A, JUMP_A, '\n'.join(EXPECT['A'][1:]))),
-    ('the chain flushed', ':%s - [0:0]\n%s\n' % (CHAIN, JUMP_A)),
-    ('the other policy', ':%s - [0:0]\n%s\n%s\n' % (CHAIN, JUMP_A, '\n'.join(EXPECT['B'][1:]))),
-]
+IPT_A = ':%s - [0:0]\n%s\n%s\n' % (CHAIN, JUMP_A, '\n'.join(EXPECT['A'][1:]))
+NFT_RULES = ('fib daddr type local return comment "ip-masq-agent: local destinations are never subject to '
+             'MASQUERADE"\n%s\nip daddr @nonmasq-ipv4 return comment "ip-masq-agent: cluster-local traffic should '
+             'not be subject to MASQUERADE"\nmeta nfproto ipv4 masquerade comment "ip-masq-agent: outbound traffic '
+             'should be subject to MASQUERADE (this match must come after cluster-local CIDR matches)"')
+LINK_LOCAL_RULE = ('ip daddr 169.254.0.0/16 return comment "ip-masq-agent: cluster-local traffic should not be '
+                   'subject to MASQUERADE"')
 
 
-def reset(node, index):
-    """Empty the namespace's nat table, then load drift number ``index``."""
-    _name, body = DRIFTS[index % len(DRIFTS)]
+def nft_table(elements, rules=True, link_local=True):
+    """Our table as nft -f input (a set with ``elements``; the chain empty unless ``rules``)."""
+    body = NFT_RULES % (LINK_LOCAL_RULE if link_local else '') if rules else ''
+    return ('table inet ip-masq-agent {\n set nonmasq-ipv4 { type ipv4_addr; flags interval; %s}\n'
+            ' chain postrouting {\n  type nat hook postrouting priority srcnat; policy accept;\n%s\n }\n}\n'
+            % ('elements = { %s }; ' % ', '.join(elements) if elements else '', body))
+
+
+DRIFTS = {
+    'iptables': [
+        ('nothing of ours', '', ''),
+        ('the jump missing', ':%s - [0:0]\n%s\n' % (CHAIN, '\n'.join(EXPECT['A'][1:])), ''),
+        ('two jumps', ':%s - [0:0]\n%s\n%s\n%s\n' % (CHAIN, JUMP_A, JUMP_A, '\n'.join(EXPECT['A'][1:])), ''),
+        ('the chain flushed', ':%s - [0:0]\n%s\n' % (CHAIN, JUMP_A), ''),
+        ('the other policy', ':%s - [0:0]\n%s\n%s\n' % (CHAIN, JUMP_A, '\n'.join(EXPECT['B'][1:])), ''),
+        ('ours in nftables too', IPT_A, nft_table(['10.0.0.0/8'])),
+    ],
+    'nftables': [
+        ('nothing of ours', '', ''),
+        ('the set flushed', '', nft_table([])),
+        ('the chain flushed', '', nft_table(POLICY_A['nonmasquerade_cidrs'], rules=False)),
+        ('the other policy', '', nft_table(POLICY_B['nonmasquerade_cidrs'], link_local=False)),
+        ('ours in iptables too', IPT_A, nft_table(POLICY_A['nonmasquerade_cidrs'])),
+        ('ours in iptables only', IPT_A, ''),
+    ],
+}
+
+
+def reset(node, index, kind=None):
+    """Empty the namespace's nat table and our table, then load drift number ``index``."""
+    _name, ipt, nft = DRIFTS[kind or node.policy][index % len(DRIFTS[kind or node.policy])]
     text = '*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n'
-    node.ns.exec([node.backend.tool('iptables-restore')], input=text + body + 'COMMIT\n')
+    node.ns.exec([node.backend.tool('iptables-restore')], input=text + ipt + 'COMMIT\n')
+    node.nft('delete', 'table', 'inet', 'ip-masq-agent', check=False)
+    if nft:
+        node.nft('-f', '-', input=nft)
 
 
-def writer_spec(tmp, node, index, kind, policy):
+def writer_spec(tmp, node, index, kind, policy, backend):
     spec = {'kind': kind, 'collections': netlab.COLLECTIONS}
     if kind == 'module':
         args = os.path.join(tmp, 'args-%d.json' % index)
+        module_args = dict(POLICY_A if policy == 'A' else POLICY_B, backend=backend)
         with open(args, 'w') as handle:
-            json.dump({'ANSIBLE_MODULE_ARGS': dict(POLICY_A if policy == 'A' else POLICY_B)}, handle)
+            json.dump({'ANSIBLE_MODULE_ARGS': module_args}, handle)
         spec['args_file'] = args
     else:
         config = os.path.join(tmp, 'config')
         with open(config, 'w') as handle:
             handle.write(CONFIG_A)
         spec['argv'] = ['--config', config, '--state-file', os.path.join(tmp, 'state-%d' % index),
-                        '--log-format', 'plain']
+                        '--log-format', 'plain', '--backend', backend]
     path = os.path.join(tmp, 'spec-%d.json' % index)
     with open(path, 'w') as handle:
         json.dump(spec, handle)
@@ -76,8 +115,8 @@ def one_round(node, tmp, writers):
     env = node.backend.env(dict(os.environ, IMQ_READY_FD=str(ready_w), LC_ALL='C.UTF-8'))
     procs = []
     try:
-        for index, (kind, policy) in enumerate(writers):
-            spec = writer_spec(tmp, node, index, kind, policy)
+        for index, (kind, policy, backend) in enumerate(writers):
+            spec = writer_spec(tmp, node, index, kind, policy, backend)
             procs.append(node.ns.popen([PYTHON, RUNNER, spec], stdin=go_r, stdout=subprocess.PIPE,
                                        stderr=subprocess.PIPE, env=env, pass_fds=(ready_w,)))
         os.close(ready_w)
@@ -98,7 +137,7 @@ def one_round(node, tmp, writers):
         if ready_w is not None:
             os.close(ready_w)
     results = []
-    for (kind, policy), proc in zip(writers, procs):
+    for (kind, policy, _backend), proc in zip(writers, procs):
         try:
             out, err = proc.communicate(timeout=WRITER_TIMEOUT)
         except subprocess.TimeoutExpired:
@@ -109,7 +148,7 @@ def one_round(node, tmp, writers):
     return results
 
 
-def check_round(node, results, policies, number):
+def check_writers(results, number):
     for kind, _policy, rc, out, err in results:
         if kind == 'module':
             data = json.loads(out[out.index('{'):])
@@ -117,28 +156,66 @@ def check_round(node, results, policies, number):
             assert 'Traceback' not in err
         else:
             assert rc == 0, 'round %d: a resync cycle failed (rc=%d): %s' % (number, rc, err)
-    rules = node.rules()
-    jumps = [r for r in rules if r.startswith('-A POSTROUTING ') and r.endswith('-j ' + CHAIN)]
-    assert jumps == [JUMP_A], 'round %d ended with %d jumps: %s' % (number, len(jumps), jumps)
-    chain = [r for r in ours(rules) if not r.startswith('-A POSTROUTING ')]
-    assert any(chain == EXPECT[p] for p in policies), 'round %d: the chain is none of the policies: %s' % (
-        number, chain)
 
 
-@pytest.mark.parametrize('writers', [
-    [('module', 'A')] * 2,
-    [('module', 'A')] * 5,
-    [('module', 'A'), ('module', 'B')],
-    [('module', 'A'), ('module', 'B'), ('module', 'A'), ('module', 'B'), ('module', 'A')],
-    [('module', 'A'), ('resync', 'A')],
-    [('resync', 'A'), ('module', 'A'), ('resync', 'A'), ('module', 'A'), ('resync', 'A')],
-], ids=['2-same', '5-same', '2-different', '5-different', 'module-and-resync', '5-module-and-resync'])
-def test_writers_at_the_same_moment_leave_one_jump_and_one_policy(node, tmp_path, writers):
-    policies = sorted(set(p for _kind, p in writers))
+def check_round(node, results, policies, number, backend):
+    """Exactly one policy, in ``backend`` only."""
+    check_writers(results, number)
+    state = node.state()
+    if backend == 'iptables':
+        rules = node.rules()
+        jumps = [r for r in rules if r.startswith('-A POSTROUTING ') and r.endswith('-j ' + CHAIN)]
+        assert jumps == [JUMP_A], 'round %d ended with %d jumps: %s' % (number, len(jumps), jumps)
+        chain = [r for r in ours(rules) if not r.startswith('-A POSTROUTING ')]
+        assert any(chain == EXPECT[p] for p in policies), 'round %d: the chain is none of the policies: %s' % (
+            number, chain)
+        assert state['nft'] is None, 'round %d: our table is still there' % number
+    else:
+        assert any(state['nft'] == NFT_EXPECT[p] for p in policies), 'round %d: the table is none of the ' \
+            'policies: %s' % (number, state['nft'])
+        assert state['ipv4'] == [] and state['ipv6'] == [], 'round %d: our chain is still there' % number
+
+
+MIXES = {
+    '2-same': [('module', 'A')] * 2,
+    '5-same': [('module', 'A')] * 5,
+    '2-different': [('module', 'A'), ('module', 'B')],
+    '5-different': [('module', 'A'), ('module', 'B'), ('module', 'A'), ('module', 'B'), ('module', 'A')],
+    'module-and-resync': [('module', 'A'), ('resync', 'A')],
+    '5-module-and-resync': [('resync', 'A'), ('module', 'A'), ('resync', 'A'), ('module', 'A'), ('resync', 'A')],
+}
+
+
+@pytest.mark.parametrize('mix', sorted(MIXES))
+def test_writers_at_the_same_moment_leave_one_policy(pnode, tmp_path, mix):
+    writers = [(kind, policy, pnode.policy) for kind, policy in MIXES[mix]]
+    policies = sorted(set(p for _kind, p, _b in writers))
     for number in range(ROUNDS):
-        reset(node, number)
+        reset(pnode, number)
+        results = one_round(pnode, str(tmp_path), writers)
+        check_round(pnode, results, policies, number, pnode.policy)
+
+
+@pytest.mark.parametrize('flavour', ['iptables-nft', 'iptables-legacy'])
+def test_writers_of_both_backends_at_the_same_moment_leave_the_policy_in_one(make_node, tmp_path, flavour):
+    """A module run moving the node to nftables meets one moving it back to
+    iptables (and a resync of each): whichever comes last, the node ends
+    every round with the policy in exactly one backend."""
+    node = make_node(flavour)
+    writers = [('module', 'A', 'iptables'), ('module', 'A', 'nftables'), ('resync', 'A', 'nftables'),
+               ('resync', 'A', 'iptables')]
+    for number in range(ROUNDS):
+        reset(node, number, kind='iptables' if number % 2 else 'nftables')
         results = one_round(node, str(tmp_path), writers)
-        check_round(node, results, policies, number)
+        check_writers(results, number)
+        state = node.state()
+        in_ipt = state['ipv4'] == policy_view.ipt_expect(['169.254.0.0/16'] + POLICY_A['nonmasquerade_cidrs'])
+        in_nft = state['nft'] == NFT_EXPECT['A']
+        assert in_ipt != in_nft, 'round %d: the policy is in %s' % (number, 'both backends' if in_ipt else 'neither')
+        if in_nft:
+            assert state['ipv4'] == [] and state['ipv6'] == [], (number, state)
+        else:
+            assert state['nft'] is None and state['ipv6'] == [], (number, state)
 
 
 def test_a_writer_waits_for_the_lock_and_plans_from_a_fresh_read(nft_node, tmp_path):
@@ -155,7 +232,7 @@ def test_a_writer_waits_for_the_lock_and_plans_from_a_fresh_read(nft_node, tmp_p
         reset(nft_node, 0)
         go_r, go_w = os.pipe()
         ready_r, ready_w = os.pipe()
-        spec = writer_spec(str(tmp_path), nft_node, 0, 'module', 'A')
+        spec = writer_spec(str(tmp_path), nft_node, 0, 'module', 'A', 'iptables')
         env = nft_node.backend.env(dict(os.environ, IMQ_READY_FD=str(ready_w)))
         proc = nft_node.ns.popen([PYTHON, RUNNER, spec], stdin=go_r, stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, env=env, pass_fds=(ready_w,))
@@ -167,7 +244,7 @@ def test_a_writer_waits_for_the_lock_and_plans_from_a_fresh_read(nft_node, tmp_p
         # The run is blocked on the lock: change the node meanwhile (the other
         # writer's work), then let it go.
         nft_node.ns.exec([nft_node.backend.tool('iptables-restore'), '--noflush'],
-                         input='*nat\n%sCOMMIT\n' % DRIFTS[2][1])
+                         input='*nat\n%sCOMMIT\n' % DRIFTS['iptables'][2][1])
         with pytest.raises(subprocess.TimeoutExpired):
             proc.wait(timeout=1)
     finally:

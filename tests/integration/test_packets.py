@@ -19,7 +19,7 @@ import pytest
 
 import netlab
 import topology
-from topology import (NO_REPLY, NODE_CL6, NODE_EXT4, NODE_EXT6, NODE_LL4, POD4, POD6,
+from topology import (NO_REPLY, NODE_CL4, NODE_CL6, NODE_EXT4, NODE_EXT6, NODE_LL4, POD4, POD6,
                       Topology)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason='needs root (network namespaces)')
@@ -46,12 +46,15 @@ def root_namespace_untouched():
         except ValueError:  # not the main thread
             pass
     before = netlab.nat_rules(netlab.run(['iptables-save', '-t', 'nat']).stdout)
+    tables_before = netlab.run(['nft', 'list', 'tables']).stdout
     yield
     for sig, handler in old.items():
         signal.signal(sig, handler)
     after = netlab.nat_rules(netlab.run(['iptables-save', '-t', 'nat']).stdout)
     assert not [line for line in after if CHAIN in line], after
     assert after == before
+    tables_after = netlab.run(['nft', 'list', 'tables']).stdout
+    assert 'ip-masq-agent' not in tables_after and tables_after == tables_before
 
 
 def _topology(backend_name, ipv6):
@@ -188,3 +191,54 @@ def test_to_ports_picks_the_source_port(topo):
     topo.masq(to_ports=['40000-40009'])
     assert topo.probe(['external']) == {'external': NODE_EXT4}
     assert 40000 <= topo.last_probe['ports']['external'] <= 40009
+
+
+# --------------------------------------------------------------------------
+# Packet equivalence: the iptables chain and the nftables table give every
+# receiver the same source address
+# --------------------------------------------------------------------------
+
+NO_MASQ6 = {'external6': NO_REPLY, 'cluster-local6': POD6}
+EQUIVALENCE = {
+    # config: (module options, what each receiver sees)
+    'defaults': ({}, dict(DEFAULT_MASQ4, **NO_MASQ6)),
+    'seed 000, link-local masqueraded': (
+        dict(nonmasquerade_cidrs=['172.16.0.0/16', '10.168.0.0/16'], masq_link_local=True),
+        dict({'external': NODE_EXT4, 'cluster-local': NODE_CL4, 'link-local': NODE_LL4}, **NO_MASQ6)),
+    'default list, link-local masqueraded': (
+        dict(masq_link_local=True),
+        dict({'external': NODE_EXT4, 'cluster-local': POD4, 'link-local': NODE_LL4}, **NO_MASQ6)),
+    'IPv6, fd00::/8 kept': (
+        dict(ipv6=True, nonmasquerade_cidrs=DEFAULT_CIDRS + ['fd00::/8']),
+        dict(DEFAULT_MASQ4, external6=NODE_EXT6, **{'cluster-local6': POD6})),
+    'IPv6, only IPv4 kept': (
+        dict(ipv6=True, masq_link_local=True),
+        dict({'external': NODE_EXT4, 'cluster-local': POD4, 'link-local': NODE_LL4},
+             external6=NODE_EXT6, **{'cluster-local6': NODE_CL6})),
+    'to_ports, two ranges': (
+        dict(to_ports=['40000-40004', '40010-40014'], random_fully=True),
+        dict(DEFAULT_MASQ4, **NO_MASQ6)),
+}
+PORTS = set(range(40000, 40005)) | set(range(40010, 40015))
+
+
+@pytest.mark.parametrize('config', sorted(EQUIVALENCE))
+def test_both_backends_give_every_receiver_the_same_source(config):
+    """One topology, one configuration, then each backend in turn (the
+    second run switches: it removes the first one's rules): every receiver
+    sees the same source address (and, with to_ports, a port in the ranges)."""
+    args, want = EQUIVALENCE[config]
+    seen = {}
+    with _topology('nft', ipv6=True) as topo:
+        assert topo.probe() == dict(NO_MASQ4, **NO_MASQ6)
+        for backend in ('iptables', 'nftables', 'iptables'):
+            result = topo.masq(backend=backend, **args)
+            assert result['selected_backend'] == backend
+            seen[backend] = topo.probe()
+            assert seen[backend] == want, (backend, seen[backend])
+            if 'to_ports' in args:
+                ports = [topo.last_probe['ports'][name] for name, addr in want.items() if addr == NODE_EXT4]
+                assert ports and set(ports) <= PORTS, (backend, ports)
+        topo.masq(state='absent')
+        assert topo.probe() == dict(NO_MASQ4, **NO_MASQ6)
+    assert seen['iptables'] == seen['nftables']
