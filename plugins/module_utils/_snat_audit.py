@@ -28,7 +28,6 @@ __metaclass__ = type
 
 import collections
 import ipaddress
-import json
 import re
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
@@ -61,8 +60,9 @@ HINTS = {
                'and restart Docker (default bridge); a user-defined network needs '
                'com.docker.network.bridge.enable_ip_masquerade=false (recreate the network)'),
     'flannel': ('flanneld runs with --ip-masq: remove the flag (FLANNEL_OPTIONS, the unit, or '
-                'FLANNEL_IPMASQ) and delete the stale FLANNEL-POSTRTG chain or flannel-ipv4/flannel-ipv6 '
-                'nft table: switching the flag off does not remove them'),
+                'FLANNEL_IPMASQ) and delete the stale FLANNEL-POSTRTG chain, or in nftables mode the postrtg '
+                'chain of the flannel-ipv4/flannel-ipv6 tables: switching the flag off does not remove them '
+                '(ipmasq.agent.flannel_ip_masq does all of it)'),
     'kube-proxy': ('a kube-proxy rule that is not limited to marked service traffic: check kube-proxy\'s '
                    '--masquerade-all and --cluster-cidr settings'),
     'cni': ('a CNI network with "ipMasq": true: set "ipMasq": false in its file under /etc/cni/net.d '

@@ -1,14 +1,20 @@
 """The node-side resync (module_utils/_core/resync.py) as systemd runs it: a real
-process started with ``python3 -m`` from the core package installed as the
-role installs it (the resync_code module's installer), against real iptables (nf_tables and legacy) inside a network
-namespace.  A shim on PATH logs every iptables-save/-restore call (and then
-runs the real tool), so "writes nothing" is counted, not assumed."""
+process started with ``python3 -S -B -c`` from the core package installed as
+the role installs it (the resync_code module's installer), against real
+iptables (nf_tables and legacy) and real nftables inside a network namespace.
+Shims on PATH log every iptables-save/-restore and nft call (and then run the
+real tool), so "writes nothing" is counted, not assumed.
+
+The tests that take ``pagent`` run once per policy backend (conftest.POLICIES,
+``--backend`` given to the resync): the same checks, each backend read back
+in its own terms (policy_view)."""
 import os
 import stat
 
 import pytest
 
 import netlab
+import policy_view
 from policy_view import CHAIN, FOREIGN, JUMP, add_foreign, chain_lines, not_ours, ours
 from test_resync_units import install_core
 
@@ -22,10 +28,27 @@ DEFAULTS = [LINK_LOCAL, '10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16']
 
 SEED_000 = '{"NonMasqueradeCIDRs":["172.16.0.0/16","10.168.0.0/16"],"MasqLinkLocal":true,"ResyncInterval":"1m0s"}'
 SEED_001 = 'nonMasqueradeCIDRs:\n  - 10.0.0.0/8\nresyncInterval: 60s\nmasqLinkLocal: true\n'
+# nft as the shim runs it: logs "nft list" or "nft write" (a transaction that
+# adds or deletes), then runs the real nft with the same input.
+NFT_SHIM = (
+    '#!/usr/bin/python3\n'
+    'import os, sys\n'
+    'data = sys.stdin.read()\n'
+    'kind = "write" if (\'"add"\' in data or \'"delete"\' in data) else "list"\n'
+    'with open(%r, "a") as log:\n'
+    '    log.write("nft %%s\\n" %% kind)\n'
+    'if %r and kind == "write":\n'
+    '    sys.stderr.write("nft: transaction refused by the test\\n")\n'
+    '    sys.exit(1)\n'
+    'r, w = os.pipe()\n'
+    'os.write(w, data.encode()); os.close(w)\n'
+    'os.dup2(r, 0)\n'
+    'os.execv("/usr/sbin/nft", ["/usr/sbin/nft"] + sys.argv[1:])\n')
 
 
 class Agent:
-    """The resync entry point installed as the role installs it, run in a node's namespace."""
+    """The resync entry point installed as the role installs it, run in a
+    node's namespace with ``--backend`` the node's policy backend."""
 
     def __init__(self, node, base, fail_restore=False):
         self.node = node
@@ -45,21 +68,26 @@ class Agent:
                 body += 'echo "%s: line 2 failed" >&2\nexit 1\n' % tool
             else:
                 body += 'exec %s "$@"\n' % real
-            path = os.path.join(self.shim, tool)
-            with open(path, 'w') as handle:
-                handle.write(body)
-            os.chmod(path, stat.S_IRWXU)
+            self._shim(tool, body)
+        self._shim('nft', NFT_SHIM % (self.calls_log, fail_restore))
+
+    def _shim(self, tool, body):
+        path = os.path.join(self.shim, tool)
+        with open(path, 'w') as handle:
+            handle.write(body)
+        os.chmod(path, stat.S_IRWXU)
 
     def write(self, text):
         with open(self.config, 'w') as handle:
             handle.write(text)
 
-    def run(self, *flags, log_format='journal', check_rc=None):
+    def run(self, *flags, log_format='journal', check_rc=None, backend=None):
         env = {
             'PATH': os.pathsep.join([self.shim, self.node.backend.path_dir, '/usr/sbin', '/usr/bin', '/sbin', '/bin']),
             'PYTHONPATH': self.lib,
         }
         argv = [PYTHON, '-S', '-B', '-c', ENTRY, '--config', self.config, '--state-file', self.state]
+        argv += ['--backend', backend or self.node.policy]
         if log_format:
             argv += ['--log-format', log_format]
         proc = self.node.ns.exec(argv + list(flags), check=False, env=env, timeout=120)
@@ -74,7 +102,8 @@ class Agent:
             return handle.read().splitlines()
 
     def restores(self):
-        return len([c for c in self.calls() if '-restore' in c.split()[0]])
+        """The writes so far: iptables restores and nft transactions."""
+        return len([c for c in self.calls() if '-restore' in c.split()[0] or c == 'nft write'])
 
     def state_text(self):
         with open(self.state) as handle:
@@ -88,6 +117,11 @@ class Agent:
 @pytest.fixture
 def agent(node, tmp_path):
     return Agent(node, tmp_path)
+
+
+@pytest.fixture
+def pagent(pnode, tmp_path):
+    return Agent(pnode, tmp_path)
 
 
 def lines(proc, prefix):
@@ -104,36 +138,45 @@ def want(cidrs, chain=CHAIN):
 # apply, then nothing
 # --------------------------------------------------------------------------
 
-def test_first_cycle_applies_and_the_second_writes_nothing(agent, node):
-    add_foreign(node)
-    foreign = not_ours(node.rules())
+def test_first_cycle_applies_and_the_second_writes_nothing(pagent, pnode):
+    agent, node = pagent, pnode
+    node.add_foreign()
+    foreign = node.foreign()
     agent.write(SEED_001)
 
     first = agent.run(check_rc=0)
-    assert ours(node.rules()) == want(['10.0.0.0/8'])
-    assert not_ours(node.rules()) == foreign
+    assert node.state() == node.expect(['10.0.0.0/8'], masq_link_local=True)
+    assert node.foreign() == foreign
     assert first.stdout == ''
     assert lines(first, '<5>configuration from %s: {"nonMasqueradeCIDRs":["10.0.0.0/8"],"masqLinkLocal":true' % agent.config)
-    assert lines(first, '<5>applied: ') == [
-        '<5>applied: IPv4: create chain %s' % CHAIN,
-        '<5>applied: IPv4: append the POSTROUTING jump to %s' % CHAIN]
+    if node.policy == 'iptables':
+        assert lines(first, '<5>applied: ') == [
+            '<5>applied: IPv4: create chain %s' % CHAIN,
+            '<5>applied: IPv4: append the POSTROUTING jump to %s' % CHAIN]
+    else:
+        assert lines(first, '<5>applied: ') == [
+            '<5>applied: nftables: create table inet ip-masq-agent (nonmasq-ipv4: 1 element(s))']
     assert agent.restores() == 1
     assert agent.state_text() == SEED_001
     assert stat.S_IMODE(os.stat(agent.state).st_mode) == 0o600
 
-    saved = node.save(4), node.save(6)
+    saved = node.snapshot()
     state = agent.state_stat()
     calls = len(agent.calls())
     second = agent.run(check_rc=0)
     assert (second.stdout, second.stderr) == ('', '')
     assert agent.restores() == 1, agent.calls()
-    # One read per family, nothing else.
-    assert sorted(c.split()[0] for c in agent.calls()[calls:]) == ['ip6tables-save', 'iptables-save']
-    assert (node.save(4), node.save(6)) == saved
+    # One read per family (iptables), or one listing (nftables: iptables is asked of the kernel): nothing else.
+    reads = sorted(c.split()[0] for c in agent.calls()[calls:])
+    assert reads == (['ip6tables-save', 'iptables-save'] if node.policy == 'iptables' else ['nft'])
+    assert node.snapshot() == saved
     assert agent.state_stat() == state
 
     verbose = agent.run('-v', check_rc=0)
-    assert lines(verbose, '<6>in sync: chain %s' % CHAIN)
+    if node.policy == 'iptables':
+        assert lines(verbose, '<6>in sync: chain %s' % CHAIN)
+    else:
+        assert lines(verbose, '<6>in sync: table inet ip-masq-agent (nft ')
     assert agent.restores() == 1
 
 
@@ -172,21 +215,48 @@ DRIFTS = {
 }
 
 
-@pytest.mark.parametrize('drift', sorted(DRIFTS))
-def test_drift_is_repaired_and_logged(agent, node, drift):
-    add_foreign(node)
+NFT_DRIFTS = {
+    'set element deleted': 'rewrite table inet ip-masq-agent (set nonmasq-ipv4: 0 element(s), 1 wanted)',
+    'set element added': 'rewrite table inet ip-masq-agent (set nonmasq-ipv4: 2 element(s), 1 wanted)',
+    'chain flushed': 'rewrite table inet ip-masq-agent (chain postrouting: 0 rule(s), 3 wanted)',
+    'foreign rule in the chain': 'rewrite table inet ip-masq-agent (chain postrouting: 4 rule(s), 3 wanted)',
+    'table deleted': 'create table inet ip-masq-agent (nonmasq-ipv4: 1 element(s))',
+    'table dormant': 'rewrite table inet ip-masq-agent (',
+}
+DRIFT_CASES = ([(kind, name) for kind in ('iptables-nft', 'iptables-legacy') for name in sorted(DRIFTS)]
+               + [('nftables', name) for name in sorted(NFT_DRIFTS)])
+
+
+def _nft_drift(node, name):
+    if name == 'set element deleted':
+        node.nft('delete', 'element', 'inet', 'ip-masq-agent', 'nonmasq-ipv4', '{', '10.0.0.0/8', '}')
+    else:
+        node.drift(name)
+
+
+@pytest.mark.parametrize('kind,drift', DRIFT_CASES, ids=['%s:%s' % c for c in DRIFT_CASES])
+def test_drift_is_repaired_and_logged(make_node, tmp_path, kind, drift):
+    node = make_node(kind)
+    agent = Agent(node, tmp_path)
+    node.add_foreign()
     agent.write(SEED_001)
     agent.run(check_rc=0)
-    good = node.rules()
+    good = node.snapshot()
     state = agent.state_stat()
-    commands, actions = DRIFTS[drift]
-    for args in commands:
-        node.ipt(*args)
-    assert node.rules() != good
+    if node.policy == 'iptables':
+        commands, actions = DRIFTS[drift]
+        for args in commands:
+            node.ipt(*args)
+        actions = ['<4>repaired drift: IPv4: %s' % a for a in actions]
+    else:
+        _nft_drift(node, drift)
+        actions = ['<4>repaired drift: nftables: %s' % NFT_DRIFTS[drift]]
+    assert node.snapshot() != good
 
     proc = agent.run(check_rc=0)
-    assert node.rules() == good
-    assert lines(proc, '<4>') == ['<4>repaired drift: IPv4: %s' % a for a in actions]
+    assert node.snapshot() == good
+    repaired = lines(proc, '<4>')
+    assert len(repaired) == len(actions) and all(r.startswith(a) for r, a in zip(repaired, actions)), repaired
     assert not lines(proc, '<5>'), 'the config did not change'
     assert agent.restores() == 2
     assert agent.state_stat() == state
@@ -195,19 +265,25 @@ def test_drift_is_repaired_and_logged(agent, node, drift):
     assert again.stderr == '' and agent.restores() == 2
 
 
-def test_check_mode_reports_and_writes_nothing(agent, node):
+def test_check_mode_reports_and_writes_nothing(pagent, pnode):
+    agent, node = pagent, pnode
     agent.write(SEED_001)
     agent.run(check_rc=0)
-    node.ipt('-F', CHAIN)
-    drifted = node.save(4)
+    if node.policy == 'iptables':
+        node.ipt('-F', CHAIN)
+        would = 'IPv4: rewrite chain %s (0 rules -> 2 rules)' % CHAIN
+    else:
+        node.nft('flush', 'chain', 'inet', 'ip-masq-agent', 'postrouting')
+        would = 'nftables: rewrite table inet ip-masq-agent (chain postrouting: 0 rule(s), 3 wanted)'
+    drifted = node.snapshot()
     proc = agent.run('--check', check_rc=0)
-    assert lines(proc, '<5>would repair: ') == ['<5>would repair: IPv4: rewrite chain %s (0 rules -> 2 rules)' % CHAIN]
-    assert node.save(4) == drifted and agent.restores() == 1
+    assert lines(proc, '<5>would repair: ') == ['<5>would repair: ' + would]
+    assert node.snapshot() == drifted and agent.restores() == 1
     # A new config in check mode: reported, but neither applied nor saved.
     agent.write('nonMasqueradeCIDRs: [192.168.0.0/16]\n')
     proc = agent.run('--check', check_rc=0)
     assert lines(proc, '<5>configuration from')
-    assert node.save(4) == drifted and agent.state_text() == SEED_001 and agent.restores() == 1
+    assert node.snapshot() == drifted and agent.state_text() == SEED_001 and agent.restores() == 1
 
 
 # --------------------------------------------------------------------------
@@ -271,10 +347,11 @@ INVALID = {
 
 
 @pytest.mark.parametrize('case', sorted(INVALID))
-def test_invalid_config_keeps_the_last_good_rules_even_after_drift(agent, node, case):
+def test_invalid_config_keeps_the_last_good_rules_even_after_drift(pagent, pnode, case):
+    agent, node = pagent, pnode
     agent.write(SEED_001)
     agent.run(check_rc=0)
-    good = node.rules()
+    good = node.snapshot()
     state = agent.state_stat()
 
     text, reason = INVALID[case]
@@ -284,40 +361,76 @@ def test_invalid_config_keeps_the_last_good_rules_even_after_drift(agent, node, 
     assert len(errors) == 1, proc.stderr
     assert errors[0].startswith('<3>%s refused: ' % agent.config) and reason in errors[0]
     assert 'Enforcing the last good configuration instead (%s' % agent.state in errors[0]
-    assert node.rules() == good and agent.restores() == 1
+    assert node.snapshot() == good and agent.restores() == 1
     assert agent.state_stat() == state
 
-    node.ipt('-F', CHAIN)
-    node.ipt('-A', 'POSTROUTING', *_jump_args())
+    if node.policy == 'iptables':
+        node.ipt('-F', CHAIN)
+        node.ipt('-A', 'POSTROUTING', *_jump_args())
+        repaired = ['IPv4: rewrite chain %s (0 rules -> 2 rules)' % CHAIN,
+                    'IPv4: remove 1 duplicate POSTROUTING jump(s) to %s' % CHAIN]
+    else:
+        node.nft('flush', 'chain', 'inet', 'ip-masq-agent', 'postrouting')
+        repaired = ['nftables: rewrite table inet ip-masq-agent (chain postrouting: 0 rule(s), 3 wanted)']
     proc = agent.run(check_rc=2)
-    assert node.rules() == good
-    assert lines(proc, '<4>') == [
-        '<4>repaired drift (last good configuration): IPv4: rewrite chain %s (0 rules -> 2 rules)' % CHAIN,
-        '<4>repaired drift (last good configuration): IPv4: remove 1 duplicate POSTROUTING jump(s) to %s' % CHAIN]
+    assert node.snapshot() == good
+    assert lines(proc, '<4>') == ['<4>repaired drift (last good configuration): ' + r for r in repaired]
     assert agent.state_text() == SEED_001
 
     agent.write(SEED_000)
     agent.run(check_rc=0)
-    assert ours(node.rules()) == want(['172.16.0.0/16', '10.168.0.0/16'])
+    assert node.state() == node.expect(['172.16.0.0/16', '10.168.0.0/16'], masq_link_local=True,
+                                       nft_cidrs4=['10.168.0.0/16', '172.16.0.0/16'])
 
 
-def test_invalid_config_without_a_last_good_one_changes_nothing(agent, node):
-    add_foreign(node)
-    before = node.save(4), node.save(6)
+def test_invalid_config_without_a_last_good_one_changes_nothing(pagent, pnode):
+    agent, node = pagent, pnode
+    node.add_foreign()
+    before = node.snapshot()
     agent.write('nonMasqueradeCIDRs: [10.0.0.1/8]\n')
     proc = agent.run(check_rc=2)
     assert 'There is no last good configuration (%s) to enforce instead' % agent.state in proc.stderr
-    assert (node.save(4), node.save(6)) == before and agent.restores() == 0
+    assert node.snapshot() == before and agent.restores() == 0
     assert not os.path.exists(agent.state)
 
 
-def test_a_failed_restore_is_an_error_and_saves_no_state(node, tmp_path):
+@pytest.mark.parametrize('kind', ['iptables-nft', 'iptables-legacy', 'nftables'])
+def test_a_failed_write_is_an_error_and_saves_no_state(make_node, tmp_path, kind):
+    node = make_node(kind)
     agent = Agent(node, tmp_path, fail_restore=True)
     agent.write(SEED_001)
     proc = agent.run(check_rc=1)
-    assert 'iptables-restore --wait=30 --noflush failed (rc=1)' in proc.stderr
-    assert 'line 2 failed' in proc.stderr
-    assert ours(node.rules()) == [] and not os.path.exists(agent.state)
+    if node.policy == 'iptables':
+        assert 'iptables-restore --wait=30 --noflush failed (rc=1)' in proc.stderr
+        assert 'line 2 failed' in proc.stderr
+    else:
+        assert 'nft -j -f - (the transaction) failed (rc=1)' in proc.stderr
+        assert 'transaction refused by the test' in proc.stderr
+    assert node.state() == {'ipv4': [], 'ipv6': [], 'nft': None} and not os.path.exists(agent.state)
+
+
+@pytest.mark.parametrize('flavour', ['iptables-nft', 'iptables-legacy'])
+def test_the_backend_flag_moves_the_policy(make_node, tmp_path, flavour):
+    """--backend as the role passes it: a cycle with the other backend moves
+    the policy in that cycle, and logs each step; the next writes nothing."""
+    node = make_node(flavour)
+    agent = Agent(node, tmp_path)
+    agent.write(SEED_001)
+    agent.run(backend='iptables', check_rc=0)
+    ipt_state = node.expect(['10.0.0.0/8'], masq_link_local=True)
+    assert node.state() == ipt_state
+    proc = agent.run(backend='nftables', check_rc=0)
+    assert node.state() == {'ipv4': [], 'ipv6': [], 'nft': policy_view.nft_expect(['10.0.0.0/8'],
+                                                                                   masq_link_local=True)}
+    assert lines(proc, '<4>') == [
+        '<4>repaired drift: nftables: create table inet ip-masq-agent (nonmasq-ipv4: 1 element(s))',
+        '<4>repaired drift: IPv4: remove 1 POSTROUTING jump(s) to %s' % CHAIN,
+        '<4>repaired drift: IPv4: delete chain %s' % CHAIN]
+    assert agent.run(backend='nftables', check_rc=0).stderr == ''
+    agent.run(backend='auto', check_rc=0)
+    assert node.state()['nft'] is not None, 'auto keeps the node on nftables'
+    agent.run(backend='iptables', check_rc=0)
+    assert node.state() == ipt_state
 
 
 # --------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import shlex
 import yaml
 
 import netlab
-from policy_view import FOREIGN, JUMP, chain_lines, not_ours, ours
+from policy_view import FOREIGN
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PLAYBOOK = os.path.join(HERE, 'playbooks', 'role_sandbox.yml')
@@ -60,23 +60,27 @@ def service_command(unit_dir):
     return argv, env
 
 
-def test_the_role_four_steps_then_the_resync_repairs_then_absent(node, tmp_path):
+def test_the_role_four_steps_then_the_resync_repairs_then_absent(pnode, tmp_path):
+    """On every policy backend (ip_masq_backend: iptables on both iptables
+    backends, and nftables)."""
+    node = pnode
     # kube-proxy's rules: foreign, kept, and accepted by the audit (ip_masq_audit: fail).
     for args in FOREIGN:
         if 'KUBE-POSTROUTING' in args:
             node.ipt(*args)
-    foreign = not_ours(node.rules())
-    values = role_vars(tmp_path)
-    want = chain_lines(['169.254.0.0/16'] + CIDRS)   # masqLinkLocal false: link-local first
-    want = [want[0], JUMP % ('IP-MASQ-AGENT', 'IP-MASQ-AGENT')] + want[1:]
+    foreign = node.foreign()
+    values = role_vars(tmp_path, ip_masq_backend=node.policy)
+    # masqLinkLocal false: link-local kept; nft lists the set's elements in address order.
+    want = node.expect(CIDRS, nft_cidrs4=['10.30.0.0/16', '10.244.0.0/16'])
 
     assert run(node, values, check_mode=True), 'check mode reported no change'
-    assert ours(node.rules()) == [] and not os.path.exists(values['ip_masq_config_path'])
+    assert node.state() == {'ipv4': [], 'ipv6': [], 'nft': None}
+    assert not os.path.exists(values['ip_masq_config_path'])
 
     changed = run(node, values)
-    assert 'Apply the IP-MASQ-AGENT chain' in ' '.join(changed), changed
-    assert ours(node.rules()) == want
-    assert not_ours(node.rules()) == foreign
+    assert 'Apply the SNAT policy' in ' '.join(changed), changed
+    assert node.state() == want
+    assert node.foreign() == foreign
     with open(values['ip_masq_config_path']) as handle:
         config = yaml.safe_load(handle)
     assert config['nonMasqueradeCIDRs'] == CIDRS and config['masqLinkLocal'] is False
@@ -86,20 +90,24 @@ def test_the_role_four_steps_then_the_resync_repairs_then_absent(node, tmp_path)
     assert run(node, values, check_mode=True) == []
     assert run(node, values) == []
 
-    # The node-side resync, as systemd starts it, repairs drift on its own.
-    node.ipt('-F', 'IP-MASQ-AGENT')
-    assert ours(node.rules()) != want
+    # The node-side resync, as systemd starts it (--backend from the role), repairs drift on its own.
+    if node.policy == 'iptables':
+        node.ipt('-F', 'IP-MASQ-AGENT')
+    else:
+        node.nft('flush', 'chain', 'inet', 'ip-masq-agent', 'postrouting')
+    assert node.state() != want
     argv, env = service_command(values['ip_masq_unit_dir'])
+    assert argv[argv.index('--backend') + 1] == node.policy
     env['PATH'] = os.pathsep.join([node.backend.path_dir, '/usr/sbin', '/usr/bin', '/sbin', '/bin'])
     proc = node.ns.exec(argv, check=False, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert ours(node.rules()) == want
-    assert not_ours(node.rules()) == foreign
+    assert node.state() == want
+    assert node.foreign() == foreign
 
     absent = dict(values, ip_masq_state='absent')
     assert run(node, absent)
-    assert ours(node.rules()) == [] and ours(node.rules(6)) == []
-    assert not_ours(node.rules()) == foreign
+    assert node.state() == {'ipv4': [], 'ipv6': [], 'nft': None}
+    assert node.foreign() == foreign
     assert os.listdir(values['ip_masq_unit_dir']) == []
     assert not os.path.exists(values['ip_masq_config_path'])
     assert run(node, absent) == []
