@@ -49,7 +49,7 @@ CONN_BACKENDS = ('nftables', 'iptables-nft', 'iptables-legacy')
 CONN_COUNT = 20000          # packets per repetition, at most
 CONN_SECONDS = 1.0          # seconds of sending per repetition, at most
 TARGET_CONN_RATIO = 1.2     # nft at the largest N within 1.2x of nft at the smallest
-TARGET_NOCHANGE_RATIO = 1.3 # nft no-change run within 1.3x of a bare `nft -j list table`
+TARGET_NOCHANGE_RATIO = 1.3  # nft no-change run within 1.3x of a bare `nft -j list table`
 FLOOR_TABLE = ('table inet imq-floor {\n\tchain postrouting {\n'
                '\t\ttype nat hook postrouting priority srcnat; policy accept;\n'
                '\t\tmasquerade\n\t}\n}\n')

@@ -144,6 +144,15 @@ def apply(choice, size):
 # measure (part nftcore)
 # ---------------------------------------------------------------------------
 
+def _recording(calls):
+    """RUN, appending ``(argv, data, stdout)`` of every command to ``calls``."""
+    def run(argv, data=None):
+        rc, out, err = RUN(argv, data)
+        calls.append((list(argv), data, out))
+        return rc, out, err
+    return run
+
+
 def recorded(cidrs):
     """The (argv, stdin, stdout) of every command the core runs, for an
     apply from an empty ruleset and for the no-change rerun; and the
@@ -151,11 +160,7 @@ def recorded(cidrs):
     calls = {'apply': [], 'nochange': []}
     results = {}
     for step in ('apply', 'nochange'):
-        def run(argv, data=None, _calls=calls[step]):
-            rc, out, err = RUN(argv, data)
-            _calls.append((list(argv), data, out))
-            return rc, out, err
-        results[step] = core_sync(cidrs, 'nftables', run)
+        results[step] = core_sync(cidrs, 'nftables', _recording(calls[step]))
     return calls, results
 
 

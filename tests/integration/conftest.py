@@ -99,7 +99,7 @@ class Node:
         return {'ipv4': policy_view.ours(self.rules(4), chain), 'ipv6': policy_view.ours(self.rules(6), chain),
                 'nft': policy_view.nft_view(self.ns, chain.lower())}
 
-    def expect(self, cidrs4=policy_view.DEFAULT_CIDRS, cidrs6=None, masq_link_local=False,
+    def expect(self, cidrs4=tuple(policy_view.DEFAULT_CIDRS), cidrs6=None, masq_link_local=False,
                masq_link_local_ipv6=False, chain=policy_view.CHAIN, nft_cidrs4=None, nft_cidrs6=None):
         """What state() shows when the policy is applied in this node's
         backend (``nft_cidrs*``: the set elements where nft merges the list)."""

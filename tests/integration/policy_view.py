@@ -42,13 +42,12 @@ FOREIGN = [
 ]
 
 # A table another tool keeps at the same hook (shaped like flannel's nftables mode).
-FOREIGN_NFT = '''table ip foreign-snat {
-	chain postrtg {
-		type nat hook postrouting priority srcnat; policy accept;
-		ip saddr 10.244.0.0/16 ip daddr != 224.0.0.0/4 masquerade fully-random
-	}
-}
-'''
+FOREIGN_NFT = ('table ip foreign-snat {\n'
+               '\tchain postrtg {\n'
+               '\t\ttype nat hook postrouting priority srcnat; policy accept;\n'
+               '\t\tip saddr 10.244.0.0/16 ip daddr != 224.0.0.0/4 masquerade fully-random\n'
+               '\t}\n'
+               '}\n')
 
 
 def chain_lines(cidrs, chain=CHAIN, masq=MASQ):
@@ -144,7 +143,7 @@ def nft_view(ns, table=TABLE):
     return view
 
 
-def nft_expect(cidrs4=DEFAULT_CIDRS, cidrs6=None, masq_link_local=False, masq_link_local_ipv6=False,
+def nft_expect(cidrs4=tuple(DEFAULT_CIDRS), cidrs6=None, masq_link_local=False, masq_link_local_ipv6=False,
                masq_rules=None, table=TABLE):
     """The table the tests expect: ``cidrs4``/``cidrs6`` as nft lists the
     elements (sorted, merged by hand where they merge), IPv6 when ``cidrs6``

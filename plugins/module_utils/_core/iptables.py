@@ -413,11 +413,8 @@ class IptablesBackend:
             if fam.changed:
                 tools = self.tools[family]
                 tools.commands.append(' '.join(tools.restore_argv()))
-                back = None
-                if undo:
-                    back = lambda tools=tools, lines=fam.undo_lines(): tools.restore(lines)  # noqa: E731
-                steps.append(Step('IPv%d' % family, fam.actions,
-                                  lambda tools=tools, lines=fam.lines: tools.restore(lines), back))
+                back = _restore(tools, fam.undo_lines()) if undo else None
+                steps.append(Step('IPv%d' % family, fam.actions, _restore(tools, fam.lines), back))
         return Plan(steps)
 
     def has_chain(self, reading, chain):
@@ -494,6 +491,11 @@ class IptablesBackend:
             return Plan(steps)
 
         return read, plan
+
+
+def _restore(tools, lines):
+    """A step's write (or undo): one restore of ``lines`` with ``tools``."""
+    return lambda: tools.restore(lines)
 
 
 def diff_text(result, which):

@@ -392,8 +392,8 @@ def differences(table, desired):
         elif obj.get('type') != ADDR_TYPES[family] or set(_flags(obj)) != set(['interval']):
             diffs.append('set %s is not a %s interval set' % (name, ADDR_TYPES[family]))
         elif not _same_elements(obj.get('elem') or [], desired, family):
-            diffs.append('set %s: %d element(s), %d wanted' % (name, len(obj.get('elem') or []),
-                                                              len(desired.elements[family])))
+            diffs.append('set %s: %d element(s), %d wanted'
+                         % (name, len(obj.get('elem') or []), len(desired.elements[family])))
     diffs.extend('set %s missing' % name for name in wanted_sets if name not in table.sets)
     for name, chain in table.chains.items():
         if name != CHAIN:

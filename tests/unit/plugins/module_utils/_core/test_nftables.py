@@ -45,8 +45,8 @@ def test_interval_element_forms():
     assert nftables.interval_element(*iv('192.0.2.7/32'), family=4) == '192.0.2.7'
     assert nftables.interval_element(*iv('fd00::/8', 6), family=6) == {'prefix': {'addr': 'fd00::', 'len': 8}}
     assert nftables.interval_element(*iv('2001:db8::1/128', 6), family=6) == '2001:db8::1'
-    first, _ = iv('172.16.0.0/12')
-    _, last = iv('172.32.0.0/12')
+    first = iv('172.16.0.0/12')[0]
+    last = iv('172.32.0.0/12')[1]
     assert nftables.interval_element(first, last, 4) == {'range': ['172.16.0.0', '172.47.255.255']}
 
 
@@ -331,8 +331,8 @@ def test_an_unknown_backend_is_refused():
 # --------------------------------------------------------------------------
 
 def test_netlink_request_layout():
-    msg = nfnetlink._message(7, nfnetlink.NFT_MSG_GETCHAIN, 'ip6', [nfnetlink._attr(nfnetlink.NFTA_CHAIN_TABLE, 'nat'),
-                                                                     nfnetlink._attr(nfnetlink.NFTA_CHAIN_NAME, 'IP-MASQ')])
+    attrs = [nfnetlink._attr(nfnetlink.NFTA_CHAIN_TABLE, 'nat'), nfnetlink._attr(nfnetlink.NFTA_CHAIN_NAME, 'IP-MASQ')]
+    msg = nfnetlink._message(7, nfnetlink.NFT_MSG_GETCHAIN, 'ip6', attrs)
     length, msg_type, flags, seq, pid = struct.unpack_from('=IHHII', msg)
     assert (length, msg_type, flags, seq, pid) == (len(msg), (10 << 8) | 4, 1, 7, 0)
     assert msg[16:20] == bytes([10, 0, 0, 0])                       # nfgenmsg: NFPROTO_IPV6, v0, res_id 0
