@@ -25,8 +25,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import errno
-import socket
-import struct
+import sys
 
 NETLINK_NETFILTER = 12
 NFNL_SUBSYS_NFTABLES = 10
@@ -38,23 +37,38 @@ NFTA_TABLE_NAME = 1
 NFTA_CHAIN_TABLE = 1
 NFTA_CHAIN_NAME = 3
 NFPROTO = {'inet': 1, 'ip': 2, 'ip6': 10}
-_HEADER = struct.Struct('=IHHII')       # struct nlmsghdr
-_GENMSG = struct.Struct('=BBH')         # struct nfgenmsg
+HEADER_SIZE = 16        # struct nlmsghdr: u32 len, u16 type, u16 flags, u32 seq, u32 pid (host order)
 # No nf_tables in this kernel (or family): nothing can exist there.
 _ABSENT = (errno.ENOENT, errno.EAFNOSUPPORT, errno.EPROTONOSUPPORT, errno.EOPNOTSUPP)
 TIMEOUT = 5.0
+# _socket and integers rather than socket and struct: importing socket (enum,
+# selectors) would cost every resync cycle more than all its netlink work.
+_ORDER = sys.byteorder
+
+
+def _u16(value):
+    return value.to_bytes(2, _ORDER)
+
+
+def _u32(value):
+    return value.to_bytes(4, _ORDER)
+
+
+def _int(data, offset, size, signed=False):
+    return int.from_bytes(data[offset:offset + size], _ORDER, signed=signed)
 
 
 def _attr(kind, text):
     data = text.encode('utf-8') + b'\0'
     length = 4 + len(data)
-    return struct.pack('=HH', length, kind) + data + b'\0' * (-length % 4)
+    return _u16(length) + _u16(kind) + data + b'\0' * (-length % 4)
 
 
 def _message(seq, msg_type, family, attrs):
-    payload = _GENMSG.pack(NFPROTO[family], 0, 0) + b''.join(attrs)
-    return _HEADER.pack(_HEADER.size + len(payload), (NFNL_SUBSYS_NFTABLES << 8) | msg_type,
-                        NLM_F_REQUEST, seq, 0) + payload
+    # struct nfgenmsg: u8 family, u8 version (NFNETLINK_V0), be16 res_id
+    payload = bytes((NFPROTO[family], 0, 0, 0)) + b''.join(attrs)
+    return (_u32(HEADER_SIZE + len(payload)) + _u16((NFNL_SUBSYS_NFTABLES << 8) | msg_type) + _u16(NLM_F_REQUEST)
+            + _u32(seq) + _u32(0) + payload)
 
 
 def _answer(sock, seq):
@@ -64,14 +78,16 @@ def _answer(sock, seq):
         if not data:
             return None
         offset = 0
-        while offset + _HEADER.size <= len(data):
-            length, msg_type, _flags, reply_seq, _pid = _HEADER.unpack_from(data, offset)
-            if length < _HEADER.size:
+        while offset + HEADER_SIZE <= len(data):
+            length = _int(data, offset, 4)
+            msg_type = _int(data, offset + 4, 2)
+            reply_seq = _int(data, offset + 8, 4)
+            if length < HEADER_SIZE:
                 return None
             if reply_seq == seq:
                 if msg_type != NLMSG_ERROR:
                     return True
-                code = -struct.unpack_from('=i', data, offset + _HEADER.size)[0]
+                code = -_int(data, offset + HEADER_SIZE, 4, signed=True)
                 if code == 0:
                     return True
                 return False if code in _ABSENT else None
@@ -81,8 +97,10 @@ def _answer(sock, seq):
 def exist(questions):
     """For each question, ``('table', family, name)`` or ``('chain',
     family, table, name)``: whether it exists (True / False / None)."""
+    import _socket  # pylint: disable=import-outside-toplevel
+
     try:
-        sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_NETFILTER)
+        sock = _socket.socket(_socket.AF_NETLINK, _socket.SOCK_RAW, NETLINK_NETFILTER)
     except (OSError, AttributeError, ValueError) as e:
         code = getattr(e, 'errno', None)
         return [False if code in _ABSENT else None for _q in questions]
@@ -98,7 +116,7 @@ def exist(questions):
                                                                     _attr(NFTA_CHAIN_NAME, question[3])])
             sock.send(msg)
             answers.append(_answer(sock, seq))
-    except (OSError, socket.timeout, struct.error):
+    except OSError:           # a timeout too (socket.timeout is an OSError)
         answers.extend([None] * (len(questions) - len(answers)))
     finally:
         sock.close()

@@ -21,24 +21,23 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import collections
-import json
-
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 
 
 class NftTable:
     """One table: ``chains`` name -> chain object, ``rules`` chain -> [rule
-    object], ``maps`` and ``sets`` name -> elements, ``info`` the table object."""
+    object], ``maps`` and ``sets`` name -> elements, ``info`` the table
+    object, each in the order listed (plain dicts keep it; importing
+    collections would cost a resync cycle more than reading the table)."""
 
     def __init__(self, family, name):
         self.family = family
         self.name = name
         self.info = {}
-        self.chains = collections.OrderedDict()
-        self.rules = collections.OrderedDict()
+        self.chains = {}
+        self.rules = {}
         self.maps = {}
-        self.sets = collections.OrderedDict()
+        self.sets = {}
         self.others = []       # (kind, name) of every other object in the table
         self.unreadable = None  # the text listing, when nft's JSON of the table could not be read
 
@@ -46,12 +45,14 @@ class NftTable:
 def parse_nft(data, what='nft -j list ruleset'):
     """Tables from libnftables JSON (text or already decoded), in the order listed."""
     if isinstance(data, str):
+        import json  # pylint: disable=import-outside-toplevel
+
         try:
             data = json.loads(data)
         except ValueError as e:
             raise MasqError('%s printed something that is not JSON: %s' % (what, e))
     items = data.get('nftables', []) if isinstance(data, dict) else []
-    tables = collections.OrderedDict()
+    tables = {}
 
     def table(obj):
         key = (obj.get('family'), obj.get('table', obj.get('name')))
@@ -86,6 +87,8 @@ def parse_nft(data, what='nft -j list ruleset'):
 def documents(text, what='nft -j'):
     """The JSON documents of one nft run that listed several things (one
     document per list command, one after the other)."""
+    import json  # pylint: disable=import-outside-toplevel
+
     decoder = json.JSONDecoder()
     docs = []
     index = 0
@@ -113,6 +116,13 @@ def version(data):
 # Rules as nft syntax
 # --------------------------------------------------------------------------
 
+def _dump(obj):
+    """JSON text of what the renderer does not know (json imported only then)."""
+    import json  # pylint: disable=import-outside-toplevel
+
+    return json.dumps(obj, sort_keys=True)
+
+
 _META_BARE = frozenset(('iifname', 'oifname', 'iif', 'oif', 'iiftype', 'oiftype'))
 
 
@@ -127,7 +137,7 @@ def render_expr(e, quote=False):
     if isinstance(e, list):
         return ','.join(render_expr(x, quote) for x in e)
     if not isinstance(e, dict) or len(e) != 1:
-        return json.dumps(e, sort_keys=True)
+        return _dump(e)
     key, val = next(iter(e.items()))
     if key == 'payload' and isinstance(val, dict):
         if 'protocol' in val:
@@ -164,7 +174,7 @@ def render_expr(e, quote=False):
         return '%s %s' % (key, val.get('target'))
     if key in ('accept', 'drop', 'return', 'continue', 'queue'):
         return key
-    return json.dumps(e, sort_keys=True)
+    return _dump(e)
 
 
 def _hexish(v):
@@ -205,7 +215,7 @@ def _nat_text(kind, val):
 
 def render_stmt(s):
     if not isinstance(s, dict) or len(s) != 1:
-        return json.dumps(s, sort_keys=True)
+        return _dump(s)
     key, val = next(iter(s.items()))
     if key == 'match' and isinstance(val, dict):
         left = val.get('left')

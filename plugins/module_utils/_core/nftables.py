@@ -54,9 +54,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
-import socket
-
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import (
     NftTable,
@@ -79,7 +76,6 @@ ADDR_TYPES = {4: 'ipv4_addr', 6: 'ipv6_addr'}
 PROTOCOLS = {4: 'ip', 6: 'ip6'}
 NFPROTO = {4: 'ipv4', 6: 'ipv6'}
 BITS = {4: 32, 6: 128}
-_AF = {4: socket.AF_INET, 6: socket.AF_INET6}
 MASQ_PROTOCOLS = ('tcp', 'udp', 'sctp')
 # What nft says when the table asked for does not exist.
 _NO_TABLE = 'No such file or directory'
@@ -99,11 +95,16 @@ def table_label(name):
 # --------------------------------------------------------------------------
 
 def _number(addr, family):
-    return int.from_bytes(socket.inet_pton(_AF[family], addr), 'big')
+    import _socket  # pylint: disable=import-outside-toplevel
+
+    return int.from_bytes(_socket.inet_pton(_socket.AF_INET if family == 4 else _socket.AF_INET6, addr), 'big')
 
 
 def _address(number, family):
-    return socket.inet_ntop(_AF[family], number.to_bytes(BITS[family] // 8, 'big'))
+    import _socket  # pylint: disable=import-outside-toplevel
+
+    return _socket.inet_ntop(_socket.AF_INET if family == 4 else _socket.AF_INET6,
+                             number.to_bytes(BITS[family] // 8, 'big'))
 
 
 def cidr_interval(cidr, family):
@@ -451,6 +452,8 @@ class NftTools:
 
     def batch(self, commands):
         """The JSON text of a transaction (or listing)."""
+        import json  # pylint: disable=import-outside-toplevel
+
         return json.dumps({'nftables': commands}, separators=(',', ':'))
 
     def _fail(self, argv, rc, out, err, what):
