@@ -250,3 +250,18 @@ def test_an_iptables_run_in_sync_removes_our_table_beside_it_and_the_audit_sees_
     # In sync in both senses now: no nft run at all.
     res = ok(node.module(backend='iptables')['apply1'])
     assert res['changed'] is False and not any(c.split()[0].endswith('/nft') for c in res['commands'])
+
+
+@pytest.mark.parametrize('backend', ['auto', 'nftables'])
+def test_our_iptables_nft_chain_without_the_iptables_tools_is_refused(make_node, backend):
+    """The kernel holds our chain (written with iptables-nft) but iptables is
+    no longer installed: neither auto nor nftables can leave the node with one
+    policy, so the run says so and changes nothing."""
+    node = make_node('iptables-nft')
+    ok(node.module(backend='iptables')['apply1'])
+    before = node.snapshot()
+    res = node.module(backend=backend, hide=IPTABLES_BINARIES)['apply1']
+    assert res.get('failed') is True, res
+    assert 'the kernel ' in res['msg'] and 'holds our iptables chain %s (ip nat, written with iptables-nft)' % CHAIN \
+        in res['msg'] and 'Nothing was changed.' in res['msg'], res['msg']
+    assert node.snapshot() == before

@@ -166,9 +166,22 @@ class Backends:
             reading.ipt_note = ('no chain %s in any iptables nat table (asked the kernel; no legacy nat table is '
                                 'loaded): iptables not read.' % reading.chain)
         elif not self._ipt_available():
+            held = self._chain_in_kernel(reading, found)
+            if held:
+                raise MasqError('backend=nftables: the kernel still holds our iptables chain %s (%s, written with '
+                                'iptables-nft), and iptables-restore, which would remove it, is not installed: the '
+                                'policy would be in both backends. Install iptables for this run (it moves the node '
+                                'and removes the chain), or delete the chain and its POSTROUTING jump yourself '
+                                '(nft list table ip nat). Nothing was changed.' % (reading.chain, held))
             reading.ipt_note = 'iptables-save/iptables-restore not found: no iptables chain to remove.'
         else:
             self._read_ipt(reading, None)
+
+    def _chain_in_kernel(self, reading, found=None):
+        """Where nf_tables holds our chain (iptables-nft's ip nat / ip6 nat), as text; '' when nowhere."""
+        if found is None:
+            found = self.probe([('chain', family, 'nat', reading.chain) for family in ('ip', 'ip6')])
+        return ', '.join('%s nat' % family for family, answer in zip(('ip', 'ip6'), found) if answer)
 
     def _auto(self, reading):
         if reading.ipt is not None:
@@ -190,6 +203,12 @@ class Backends:
                 return
         if reading.ipt is not None:
             reading.select('iptables', 'auto: a node with neither policy yet, where iptables is installed')
+        elif self.nft.available and self._chain_in_kernel(reading):
+            raise MasqError('auto: the kernel holds our iptables chain %s (%s, written with iptables-nft), but '
+                            'iptables-save and iptables-restore are not installed, so this run can neither keep '
+                            'the node on iptables nor remove the chain. Install iptables: the node then stays on '
+                            'iptables, and backend=nftables moves it. Nothing was changed.'
+                            % (reading.chain, self._chain_in_kernel(reading)))
         elif self.nft.available:
             reading.select('nftables', 'auto: a node with neither policy yet, where only nft is installed')
             if not reading.nft_read:

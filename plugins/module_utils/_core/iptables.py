@@ -259,8 +259,8 @@ class FamilyPlan:
             return
         raise MasqError('chain %s (IPv%d) already exists and is not ours: none of its %d rule%s carries an '
                         '"ip-masq-agent:" comment (first: %s). ipmasq.agent will not %s a chain it never wrote. '
-                        'Choose another chain name, or set adopt_chain=true (role: ip_masq_adopt_chain) to take it '
-                        'over. Nothing was changed.'
+                        'Choose another chain name, or run ipmasq.agent.masq_chain once with adopt_chain=true to '
+                        'take it over. Nothing was changed.'
                         % (self.chain, self.family, len(self.rules), '' if len(self.rules) == 1 else 's',
                            self.rules[0], what))
 

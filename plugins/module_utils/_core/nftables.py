@@ -13,7 +13,6 @@ table) and the default list, ``nft list table inet ip-masq-agent`` shows::
         set nonmasq-ipv4 {
             type ipv4_addr
             flags interval
-            auto-merge
             elements = { 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16 }
         }
 
@@ -32,6 +31,11 @@ follow the IPv4 ones and the final ``masquerade`` is for both families; with
 rule per range comes before it, all but the last picked at random with the
 weight of its size (``numgen random mod REMAINING < SIZE``, the same odds
 as iptables' ``-m statistic``); ``random_fully`` adds ``fully-random``.
+
+The CIDRs are merged here (overlapping and adjacent ones joined), so the load
+never fails on them; the set is declared ``auto-merge`` for what is added to
+it later by hand, which nft 1.1 keeps and nft 1.0 (Debian 12) drops from a
+JSON transaction.
 
 A set lookup is one step whatever the list's length, where iptables walks
 one RETURN rule per CIDR.  There is no jump to keep in place: the chain is a
@@ -584,7 +588,7 @@ class TablePlan:
             return
         raise MasqError('%s already exists and is not ours: none of its rules carries an "ip-masq-agent:" comment. '
                         'ipmasq.agent will not %s a table it never wrote. Choose another chain name (the table is '
-                        'named after it), or set adopt_chain=true (role: ip_masq_adopt_chain) to take it over. '
+                        'named after it), or run ipmasq.agent.masq_chain once with adopt_chain=true to take it over. '
                         'Nothing was changed.' % (table_label(self.name), what))
 
 

@@ -322,8 +322,7 @@ nothing drifted. The flags mirror upstream's.
                             (the table inet <chain in lower case>) or auto (default:
                             a node keeps the backend that holds our policy; a new
                             node gets iptables where it is installed, else nftables).
-                            A cycle that writes the policy removes ours from the
-                            other backend
+                            Every cycle also removes ours from the other backend
   --state-file PATH         a copy of the last good config file (default %(state)s);
                             enforced when the config file is refused
   --resync-interval DUR     the interval the timer runs this at (Go duration); only
