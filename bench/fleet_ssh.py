@@ -131,7 +131,7 @@ def _reset(fleet):
         host.ns.exec(['ip6tables-restore'], input='*nat\nCOMMIT\n')
         for name in os.listdir(host.root):
             shutil.rmtree(os.path.join(host.root, name), ignore_errors=True)
-        netlab.role_node_paths(host.root)   # the directories a node has (fleetlab's host_vars)
+        netlab.role_node_paths(host.root, make=fleetlab.FRESH_HOST_DIRS)   # as fleetlab's hosts start
 
 
 def _median(runs):

@@ -452,7 +452,8 @@ def _expect_hosts(tasks, count, want):
     # The module's task in tasks/fleet_module.yml, or the role's (tasks/apply.yml).
     # (Role tasks are named '<role> : <task>'.)
     results = [hosts for name, hosts in tasks
-               if name.endswith(('Own the IP-MASQ-AGENT chain', 'Apply the IP-MASQ-AGENT chain and its POSTROUTING jump'))]
+               if name.endswith(('Own the IP-MASQ-AGENT chain',
+                                 'Apply the SNAT policy (the IP-MASQ-AGENT chain and its jump, or the nftables table)'))]
     hosts = results[-1] if results else {}
     got = sorted(h for h, r in hosts.items() if bool(r.get('changed')) == want)
     if len(got) != count:

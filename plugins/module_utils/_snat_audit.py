@@ -31,7 +31,7 @@ import ipaddress
 import re
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import Tools
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import PROC_TABLES, Tools, read_proc
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import parse_save
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import (
     involves,
@@ -48,7 +48,6 @@ OWNERS = ('ip-masq-agent', 'docker', 'flannel', 'kube-proxy', 'cni', 'netavark',
 SERVICE_OWNERS = frozenset(('kube-proxy', 'cni', 'netavark'))
 SNAT_TARGETS = ('MASQUERADE', 'SNAT')
 REACHABLE_ONLY_TARGETS = ('NETMAP',)   # NETMAP rewrites the source only when reached from POSTROUTING
-PROC_TABLES = {4: '/proc/net/ip_tables_names', 6: '/proc/net/ip6_tables_names'}
 NFT_FAMILIES = {'ip': 'ipv4', 'ip6': 'ipv6', 'inet': 'inet'}
 FAMILY_NAMES = {4: 'ipv4', 6: 'ipv6'}
 ALLOW_KEYS = ('owner', 'chain', 'table', 'regex', 'reason')
@@ -664,14 +663,6 @@ def _variant_find(find, variant):
     return finder
 
 
-def _read_proc(path):
-    try:
-        with open(path) as f:
-            return f.read().split()
-    except (IOError, OSError):
-        return []
-
-
 def _backend_of(tools, run):
     """'nf_tables' or 'legacy' from ``iptables --version``, without touching any table."""
     if not tools.iptables:
@@ -705,7 +696,7 @@ def collect(run, find, ipv6=False, include_nft='auto', proc_read=None):
     Returns ``(snapshots, nft_tables, notes, commands, tools_found)``;
     ``snapshots`` is a list of ``(family, backend, text)``, ``nft_tables``
     None when nft was not read."""
-    proc_read = proc_read or _read_proc
+    proc_read = proc_read or read_proc
     notes = []
     commands = []
     snapshots = []

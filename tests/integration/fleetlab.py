@@ -52,6 +52,9 @@ PLAYBOOKS = os.path.join(netlab.ROOT, 'playbooks')
 # What users configure (README, "Running over SSH"): Ansible's own ssh_args
 # (compression, ControlMaster=auto, ControlPersist=60s) and pipelining on.
 CONTROL_PERSIST = '60s'
+# A fresh host's root holds the systemd marker alone (the role's "runs systemd"
+# check looks there); the role makes every directory it writes to.
+FRESH_HOST_DIRS = ('run/systemd/system',)
 
 CONNTRACK_ON = """\
 table inet imq_fleet_firewall {
@@ -418,8 +421,8 @@ class Fleet:
         # The role's paths under the host's own root. The machine these hosts
         # share need not run systemd (CI's does not), and systemctl is never run
         # on them: the role's "does this node run systemd" check looks at a
-        # directory of the host's own, which role_node_paths makes.
-        out = netlab.role_node_paths(root)
+        # directory of the host's own, which role_node_paths makes (nothing else).
+        out = netlab.role_node_paths(root, make=FRESH_HOST_DIRS)
         out.update({
             'ansible_user': 'root',
             'ansible_remote_tmp': os.path.join(host.dir, 'ansible-tmp'),

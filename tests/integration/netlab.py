@@ -6,6 +6,7 @@ network namespace: every command that changes network state runs through
 ``ip netns exec <ns>``.  No shell strings: argv lists only.
 """
 import atexit
+import contextlib
 import itertools
 import json
 import os
@@ -189,14 +190,18 @@ def nat_rules(save_text):
 # Running Ansible inside a namespace
 # ---------------------------------------------------------------------------
 
-def role_node_paths(root):
+NODE_DIRS = ('etc/systemd/system', 'etc/tmpfiles.d', 'run/systemd/system')
+
+
+def role_node_paths(root, make=NODE_DIRS):
     """The ip_masq role's node paths (its variables, and the internal lock and
-    systemd paths of its defaults) moved under ``root``, with the directories
-    the role expects a node to have made: a test host of its own on this
-    machine, which keeps the machine's /etc, /usr/local, /var/lib and /run
-    untouched."""
+    systemd paths of its defaults) moved under ``root``, and the directories
+    ``make`` of a node made there (by default those a booted systemd node has;
+    the fleet's hosts start with the systemd marker alone): a test host of its
+    own on this machine, which keeps the machine's /etc, /usr/local, /var/lib
+    and /run untouched."""
     root = str(root)
-    for directory in ('etc/systemd/system', 'etc/tmpfiles.d', 'run/systemd/system'):
+    for directory in make:
         os.makedirs(os.path.join(root, directory), exist_ok=True)
     return {
         'ip_masq_config_path': os.path.join(root, 'etc/ip-masq-agent/config'),
@@ -232,6 +237,22 @@ def ansible_env(extra=None, backend=None):
     if extra:
         env.update(extra)
     return env
+
+
+@contextlib.contextmanager
+def tool_dir(tools):
+    """A PATH directory of fake tools, ``{name: python source}`` (each run by
+    /usr/bin/python3), removed afterwards: put it first in PATH."""
+    path = tempfile.mkdtemp(prefix='imq-shim-')
+    try:
+        for name, source in tools.items():
+            script = os.path.join(path, name)
+            with open(script, 'w') as handle:
+                handle.write('#!/usr/bin/python3\n' + source)
+            os.chmod(script, 0o700)
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 WITHOUT_TOOLS = os.path.join(ROOT, 'tests', 'integration', 'without_tools.py')

@@ -9,9 +9,6 @@ node is never left with neither policy, nor with both.  ``auto`` never moves
 a node by itself.  "Not installed" is a tool hidden by a bind mount inside
 the run's own mount namespace (without_tools.py)."""
 import os
-import shutil
-import stat
-import tempfile
 
 import pytest
 
@@ -33,17 +30,6 @@ REMOVE_CHAIN = ['IPv%d: remove 1 POSTROUTING jump(s) to %s' % (f, CHAIN) for f i
 def ok(res):
     assert not res.get('failed'), res.get('msg')
     return res
-
-
-def shim_dir(tools):
-    """A PATH directory of fake tools: {name: python source}."""
-    path = tempfile.mkdtemp(prefix='imq-shim-')
-    for name, source in tools.items():
-        script = os.path.join(path, name)
-        with open(script, 'w') as handle:
-            handle.write('#!/usr/bin/python3\n' + source)
-        os.chmod(script, stat.S_IRWXU)
-    return path
 
 
 FAIL = 'import sys\nsys.stdin.read()\nsys.stderr.write("%s: refused by the test\\n")\nsys.exit(1)\n'
@@ -122,11 +108,8 @@ def test_a_switch_that_fails_midway_is_undone(make_node, flavour, case):
     ok(node.module(backend=old, **ARGS)['apply1'])
     before = node.snapshot()
     assert node.state() == (IPT_ONLY if old == 'iptables' else NFT_ONLY)
-    path = shim_dir(tools)
-    try:
+    with netlab.tool_dir(tools) as path:
         res = node.module(backend=new, path_prefix=path, **ARGS)['apply1']
-    finally:
-        shutil.rmtree(path)
     assert res.get('failed') is True
     assert 'refused by the test' in res['msg'] and culprit in res['msg'], res['msg']
     assert 'was undone: the node is as it was. Nothing was changed.' in res['msg'], res['msg']

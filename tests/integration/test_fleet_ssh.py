@@ -130,7 +130,7 @@ def test_site_run_over_ssh_then_no_change_check_mode_and_tags(fleet):
     west1.ipt('-F', CHAIN)
     run = run_ok(fleet, 'site.yml', '--tags', 'ip_masq_chain', extra_vars=off)
     ran = [name.split(' : ', 1)[-1] for name, hosts in run.tasks if any(not r.get('skipped') for r in hosts.values())]
-    assert 'Apply the IP-MASQ-AGENT chain and its POSTROUTING jump' in ran
+    assert 'Apply the SNAT policy (the IP-MASQ-AGENT chain and its jump, or the nftables table)' in ran
     assert not [name for name in ran if name.startswith(("Write the agent's files", 'Check that our chain'))], ran
     assert run.changed_hosts() == ['west-1'] and returns(west1) == WEST_V4
 

@@ -9,12 +9,10 @@ in its own terms (policy_view).  The tests of what only one backend has (the
 seed listings, the POSTROUTING jump's position, a chain another chain jumps
 to) take ``node`` (both iptables backends) or run on nftables alone."""
 import json
-import os
-import stat
-import tempfile
 
 import pytest
 
+import netlab
 import policy_view
 from policy_view import CHAIN, DEFAULT_CIDRS, JUMP, MASQ, RET, chain_lines, golden
 
@@ -264,30 +262,21 @@ def test_bad_input_fails_clearly_and_changes_nothing(pnode):
 # A write that fails midway leaves what was there
 # --------------------------------------------------------------------------
 
-def _failing_tool_dir(name, source):
-    path = tempfile.mkdtemp(prefix='imq-failing-')
-    script = os.path.join(path, name)
-    with open(script, 'w') as f:
-        f.write('#!/usr/bin/python3\n' + source)
-    os.chmod(script, stat.S_IRWXU)
-    return path
-
-
 def _failing_write(node):
-    """A PATH dir whose writer adds one thing the kernel rejects to our
-    transaction before handing it to the real tool: the real tool then fails
-    midway through it."""
+    """The tools of a PATH dir whose writer adds one thing the kernel rejects
+    to our transaction before handing it to the real tool: the real tool then
+    fails midway through it."""
     if node.policy == 'iptables':
         real = node.backend.tool('iptables-restore')
-        return _failing_tool_dir('iptables-restore', (
+        return {'iptables-restore': (
             'import os, sys\n'
             'data = sys.stdin.read().replace("\\nCOMMIT\\n", "\\n-A %s -j IMQ-NO-SUCH-TARGET\\nCOMMIT\\n")\n'
             'r, w = os.pipe()\n'
             'os.write(w, data.encode()); os.close(w)\n'
             'os.dup2(r, 0)\n'
-            'os.execv(%r, [%r] + sys.argv[1:])\n' % (CHAIN, real, real)))
+            'os.execv(%r, [%r] + sys.argv[1:])\n' % (CHAIN, real, real))}
     # nft: the transaction gets a last rule that jumps to a chain that does not exist.
-    return _failing_tool_dir('nft', (
+    return {'nft': (
         'import json, os, sys\n'
         'data = sys.stdin.read()\n'
         'doc = json.loads(data)\n'
@@ -298,7 +287,7 @@ def _failing_write(node):
         'r, w = os.pipe()\n'
         'os.write(w, data.encode()); os.close(w)\n'
         'os.dup2(r, 0)\n'
-        'os.execv("/usr/sbin/nft", ["/usr/sbin/nft"] + sys.argv[1:])\n'))
+        'os.execv("/usr/sbin/nft", ["/usr/sbin/nft"] + sys.argv[1:])\n')}
 
 
 def test_a_failure_mid_apply_keeps_the_previous_policy(pnode):
@@ -306,15 +295,10 @@ def test_a_failure_mid_apply_keeps_the_previous_policy(pnode):
     pnode.module(nonmasquerade_cidrs=['192.168.0.0/16'])
     before = pnode.snapshot()
     assert pnode.state() == pnode.expect(['192.168.0.0/16'])
-    failing = _failing_write(pnode)
-    try:
+    with netlab.tool_dir(_failing_write(pnode)) as failing:
         # A change that rewrites the policy (and, for iptables, moves the jump), in one transaction.
         res = pnode.module(path_prefix=failing, nonmasquerade_cidrs=['10.0.0.0/8', '172.16.0.0/12'],
                            jump_position='first')['apply1']
-    finally:
-        for name in os.listdir(failing):
-            os.unlink(os.path.join(failing, name))
-        os.rmdir(failing)
     assert res.get('failed') is True and res['rc'] != 0
     if pnode.policy == 'iptables':
         assert 'iptables-restore' in res['msg']

@@ -3,32 +3,12 @@ odd nodes): a nat table iptables cannot show whole, output that cannot be
 understood, 0.0.0.0/0 and ::/0 in the list, an IPv6 write failing after the
 IPv4 one, chain names that must be refused, a chain that was never ours.
 Real iptables in network namespaces, through ansible-playbook."""
-import contextlib
-import os
-import shutil
-import stat
-import tempfile
-
 import pytest
 
+import netlab
 from policy_view import CHAIN, JUMP, chain_lines, ours
 
 DEFAULT_RULES = chain_lines(['169.254.0.0/16', '10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16'])
-
-
-@contextlib.contextmanager
-def shim(tools):
-    """A PATH directory with the given tools: {name: python source}."""
-    path = tempfile.mkdtemp(prefix='imq-shim-')
-    try:
-        for name, source in tools.items():
-            script = os.path.join(path, name)
-            with open(script, 'w') as handle:
-                handle.write('#!/usr/bin/python3\n' + source)
-            os.chmod(script, stat.S_IRWXU)
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def ruleset(node):
@@ -70,7 +50,7 @@ def test_a_line_that_cannot_be_understood_is_refused(node):
     source = ('import subprocess, sys\n'
               'out = subprocess.run([%r] + sys.argv[1:], capture_output=True, text=True).stdout\n'
               'sys.stdout.write(out.replace("COMMIT", "# Notice: 3 rules hidden by policy\\nCOMMIT"))\n' % real)
-    with shim({'iptables-save': source}) as path:
+    with netlab.tool_dir({'iptables-save': source}) as path:
         res = node.module(path_prefix=path)['apply1']
     assert res.get('failed') is True
     assert 'cannot be understood' in res['msg'] and '# Notice: 3 rules hidden by policy' in res['msg']
@@ -101,7 +81,7 @@ def test_catch_all_ipv6_converges(node):
 
 def test_ipv6_failing_after_ipv4_reports_what_was_applied(node):
     source = 'import sys\nsys.stdin.read()\nsys.stderr.write("ip6tables-restore: line 3 failed\\n")\nsys.exit(1)\n'
-    with shim({'ip6tables-restore': source}) as path:
+    with netlab.tool_dir({'ip6tables-restore': source}) as path:
         res = node.module(path_prefix=path, ipv6=True)['apply1']
     assert res.get('failed') is True and res['changed'] is True
     assert 'line 3 failed' in res['msg']

@@ -126,7 +126,7 @@ def test_units_render_and_pass_systemd_analyze_verify(tmp_path):
         '/usr/bin/python3', '-S', '-B', '-c',
         'from ansible_collections.ipmasq.agent.plugins.module_utils._core.resync import main; raise SystemExit(main())',
         '--config', '/etc/ip-masq-agent/config', '--state-file', '/var/lib/ipmasq-agent/last-good-config',
-        '--masq-chain', 'IP-MASQ-AGENT', '--jump-position', 'first', '--rule-format', 'docs',
+        '--masq-chain', 'IP-MASQ-AGENT', '--jump-position', 'first', '--rule-format', 'docs', '--backend', 'auto',
         '--resync-interval', '1m30s', '--nomasq-all-reserved-ranges=false', '--enable-ipv6=true',
         '--to-ports', '1024-29999,32768-65535']
 

@@ -35,7 +35,12 @@ __metaclass__ = type
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import nfnetlink
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend, diff_text as ipt_diff_text
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import (
+    PROC_TABLES,
+    IptablesBackend,
+    diff_text as ipt_diff_text,
+    read_proc,
+)
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables import (
     NftTools,
     missing_nft,
@@ -48,18 +53,6 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import F
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import Plan, Step
 
 BACKENDS = ('auto', 'iptables', 'nftables')
-# The legacy (x_tables) tables the kernel has made, per family: our chain can
-# only be in a legacy nat table that is listed there.
-PROC_TABLES = {4: '/proc/net/ip_tables_names', 6: '/proc/net/ip6_tables_names'}
-NAT_TABLES = {'ip': 4, 'ip6': 6}
-
-
-def _read_proc(path):
-    try:
-        with open(path) as handle:
-            return handle.read().split()
-    except (IOError, OSError):
-        return []
 
 
 def check_backend(choice):
@@ -98,7 +91,7 @@ class Backends:
         self._find = find
         self._iptables = None
         self.nft = NftTools(run, find)
-        self.proc_read = proc_read or _read_proc
+        self.proc_read = proc_read or read_proc
         self.probe = probe or nfnetlink.exist
 
     @property

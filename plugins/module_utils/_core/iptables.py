@@ -43,6 +43,9 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.ranges import C
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import Plan, Step
 
 RESTORE_WAIT_SECONDS = 30
+# The legacy (x_tables) tables the kernel has made, per family: a legacy nat
+# table holds rules only when it is listed there (reading it would make it).
+PROC_TABLES = {4: '/proc/net/ip_tables_names', 6: '/proc/net/ip6_tables_names'}
 MASQ_PROTOCOLS = ('tcp', 'udp', 'sctp')
 TOOLS = {
     4: ('iptables', 'iptables-save', 'iptables-restore'),
@@ -56,6 +59,15 @@ TOOLS = {
 COMMENT_JUMP = ('ip-masq-agent: ensure nat POSTROUTING directs all non-LOCAL destination '
                 'traffic to our custom %s chain')
 NOT_LOCAL = '-m addrtype ! --dst-type LOCAL'
+
+
+def read_proc(path):
+    """The words of a /proc file (its table names), or [] when it cannot be read."""
+    try:
+        with open(path) as handle:
+            return handle.read().split()
+    except (IOError, OSError):
+        return []
 
 
 def payload(lines):
