@@ -498,7 +498,9 @@ class NftTools:
     def query(self, listings, what):
         """Run ``listings`` (libnftables JSON ``list`` commands) in one nft
         run; returns the JSON documents, one per command.  Raises MasqError
-        when nft fails (a listed table that does not exist, too)."""
+        when nft fails (a listed table that does not exist, too).  List one
+        thing per run: nft 1.0 fills its cache for the first listing of a
+        run only, and a second one then misses what is outside it."""
         argv = self.argv()
         self.commands.append(' '.join(argv) + '  # list %s' % what)
         rc, out, err = self._run(argv, self.batch(listings))
@@ -508,11 +510,6 @@ class NftTools:
         if docs:
             self.version = nft_version(docs[0]) or self.version
         return docs
-
-    def chain_names(self):
-        """Every ``(family, table, chain)`` of the ruleset."""
-        docs = self.query([{'list': {'chains': {}}}], 'chains')
-        return _chain_names(docs[0] if docs else {})
 
     def ruleset(self):
         """The whole ruleset: ``nft_json.parse_nft`` tables by ``(family, name)``."""
@@ -525,15 +522,6 @@ class NftTools:
         rc, out, err = self._run(argv, self.batch(commands))
         if rc != 0:
             self._fail(argv, rc, out, err, 'nft -j -f - (the transaction)')
-
-
-def _chain_names(doc):
-    out = []
-    for item in (doc.get('nftables', []) if isinstance(doc, dict) else []):
-        chain = item.get('chain') if isinstance(item, dict) else None
-        if isinstance(chain, dict):
-            out.append((chain.get('family'), chain.get('table'), chain.get('name')))
-    return out
 
 
 def _ident(name):
