@@ -65,7 +65,6 @@ def node_script(ns, script, args, backend, timeout=600, env_extra=None):
     env = backend.env()
     env['PYTHONPATH'] = COLLECTIONS
     env['LC_ALL'] = 'C'
-    env['IMQ_BENCH_HOST_NETNS'] = str(os.stat('/proc/self/ns/net').st_ino)
     env.update(env_extra or {})
     argv = [NODE_PYTHON, os.path.join(BENCH, script)] + list(args)
     proc = ns.exec(argv, check=False, timeout=timeout, env=env)

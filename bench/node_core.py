@@ -28,6 +28,8 @@ import subprocess
 import sys
 import time
 
+from nsguard import refuse_unless_own_namespace  # bench/, this script's directory
+
 try:
     from ansible_collections.ipmasq.agent.plugins.module_utils._core import (
         iptables as _ipt, iptables_save as _save, policy as _policy, sync as _sync,
@@ -243,16 +245,8 @@ def profile(size, repeats=20):
         must([restore], RESET)
 
 
-def refuse_root_namespace():
-    """This script empties the nat table of the namespace it runs in: never the host's."""
-    # bench/run passes the inode of the namespace it runs in (the host's); without it, refuse too.
-    if str(os.stat('/proc/self/ns/net').st_ino) == os.environ.get('IMQ_BENCH_HOST_NETNS', str(os.stat('/proc/self/ns/net').st_ino)):
-        sys.stderr.write('node_core.py: refusing to run in the host network namespace; use bench/run\n')
-        sys.exit(3)
-
-
 def main(argv):
-    refuse_root_namespace()
+    refuse_unless_own_namespace('node_core.py')   # it empties the nat table of where it runs
     if argv[:1] == ['measure']:
         sizes = [int(x) for x in argv[1].split(',')]
         reps = [int(x) for x in argv[2].split(',')]

@@ -26,6 +26,8 @@ import statistics
 import sys
 import time
 
+from nsguard import refuse_unless_own_namespace  # bench/, this script's directory
+
 CHAIN = 'IP-MASQ-AGENT'
 
 
@@ -254,10 +256,7 @@ def run_mode(node, spec, mode, drift, workdir, variant=None):
 
 
 def main(argv):
-    # bench/run passes the inode of the namespace it runs in (the host's); without it, refuse too.
-    if str(os.stat('/proc/self/ns/net').st_ino) == os.environ.get('IMQ_BENCH_HOST_NETNS', str(os.stat('/proc/self/ns/net').st_ino)):
-        sys.stderr.write('node_cycle.py: refusing to run in the host network namespace; use bench/run\n')
-        return 3
+    refuse_unless_own_namespace('node_cycle.py')   # it writes the rules of where it runs
     with open(argv[0], encoding='utf-8') as handle:
         spec = json.load(handle)
     workdir = os.path.dirname(os.path.abspath(argv[0]))

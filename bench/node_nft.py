@@ -42,6 +42,8 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core import (
     runner as _runner,
     sync as _sync,
 )
+from node_core import cpu_now, sample  # bench/, this script's directory
+from nsguard import refuse_unless_own_namespace
 
 CHAIN = 'IP-MASQ-AGENT'
 TABLE = 'ip-masq-agent'
@@ -74,21 +76,8 @@ def nft():
 
 
 def reset():
-    """Empty this namespace's nft ruleset (never the host's: see refuse_root_namespace)."""
+    """Empty this namespace's nft ruleset (never the host's: see nsguard.py)."""
     must([nft(), 'flush', 'ruleset'])
-
-
-def cpu_now():
-    """CPU seconds of this process plus every child it has waited for."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return time.process_time() + usage.ru_utime + usage.ru_stime
-
-
-def sample(func):
-    cpu0 = cpu_now()
-    start = time.perf_counter()
-    result = func()
-    return result, time.perf_counter() - start, cpu_now() - cpu0
 
 
 def core_sync(cidrs, choice, run=RUN):
@@ -310,16 +299,8 @@ def profile(size, repeats=10):
         reset()
 
 
-def refuse_root_namespace():
-    """This script flushes the nft ruleset of the namespace it runs in: never the host's."""
-    here = str(os.stat('/proc/self/ns/net').st_ino)
-    if here == os.environ.get('IMQ_BENCH_HOST_NETNS', here):
-        sys.stderr.write('node_nft.py: refusing to run in the host network namespace; use bench/run\n')
-        sys.exit(3)
-
-
 def main(argv):
-    refuse_root_namespace()
+    refuse_unless_own_namespace('node_nft.py')   # it flushes the nft ruleset of where it runs
     if argv[:1] == ['apply'] and len(argv) == 3:
         out = apply(argv[1], int(argv[2]))
     elif argv[:1] == ['measure'] and len(argv) == 3:

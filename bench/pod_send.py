@@ -32,17 +32,11 @@ import socket
 import sys
 import time
 
+from nsguard import refuse_unless_own_namespace  # bench/, this script's directory
+
 BATCH = 16
 MAX_COUNT = 65535
 MAX_SECONDS = 10.0
-
-
-def refuse_root_namespace():
-    """Packets to DST must never leave this machine: only inside the bench's pod namespace."""
-    here = str(os.stat('/proc/self/ns/net').st_ino)
-    if here == os.environ.get('IMQ_BENCH_HOST_NETNS', here):
-        sys.stderr.write('pod_send.py: refusing to run in the host network namespace; use bench/run\n')
-        sys.exit(3)
 
 
 def proc_stat():
@@ -89,7 +83,7 @@ def send(dst, count, seconds):
 
 
 def main(argv):
-    refuse_root_namespace()
+    refuse_unless_own_namespace('pod_send.py')   # its packets must never leave the bench's namespaces
     if len(argv) != 3:
         sys.stderr.write(__doc__)
         return 2
