@@ -29,10 +29,8 @@ import io
 import json
 import os
 import pstats
-import resource
 import statistics
 import sys
-import time
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import (
     backends as _backends,
