@@ -158,8 +158,6 @@ def measure(size, reps):
     save6 = shutil.which('ip6tables-save')
     restore = shutil.which('iptables-restore')
     payload = floor_payload(CORE.policy(cidrs))
-    who = ('module', 'floor', 'same')
-    series = dict(('%s_%s' % (w, step), []) for w in who for step in ('apply', 'nochange'))
 
     def floor_apply():
         must([restore, '--noflush'], payload)
@@ -187,23 +185,32 @@ def measure(size, reps):
     # Warm-up (page cache, modules loaded in the kernel), not recorded.
     must([restore], RESET)
     module_core(cidrs, True)
+    out = interleaved(steps, reps, lambda: must([restore], RESET))
+    rules = CORE.chain_rule_count(must([save, '-t', 'nat']))
+    must([restore], RESET)
+    out.update({'size': size, 'reps': reps, 'chain_rules': rules, 'layout': CORE.layout})
+    return out
+
+
+def interleaved(steps, reps, reset):
+    """Run ``steps`` (``<who>_apply`` / ``<who>_nochange`` for who in module,
+    floor, same) ``reps`` times, interleaved: each rep empties the table
+    (``reset``) before every apply, then runs the no-change runs; which side
+    goes first rotates, so that none always runs warmer.  Returns
+    ``{step: {'wall': median, 'cpu': median}}`` in seconds."""
+    who = ('module', 'floor', 'same')
+    series = dict(('%s_%s' % (w, step), []) for w in who for step in ('apply', 'nochange'))
     for rep in range(reps):
-        # Rotate which side goes first, so that none always runs warmer.
         order = who[rep % 3:] + who[:rep % 3]
         for key in order:
-            must([restore], RESET)
+            reset()
             _r, wall, cpu = sample(steps[key + '_apply'])
             series[key + '_apply'].append((wall, cpu))
         for key in order:
             _r, wall, cpu = sample(steps[key + '_nochange'])
             series[key + '_nochange'].append((wall, cpu))
-    rules = CORE.chain_rule_count(must([save, '-t', 'nat']))
-    must([restore], RESET)
-    out = {'size': size, 'reps': reps, 'chain_rules': rules, 'layout': CORE.layout}
-    for key, values in series.items():
-        out[key] = {'wall': statistics.median(v[0] for v in values),
-                    'cpu': statistics.median(v[1] for v in values)}
-    return out
+    return dict((key, {'wall': statistics.median(v[0] for v in values),
+                       'cpu': statistics.median(v[1] for v in values)}) for key, values in series.items())
 
 
 def best_ms(func, repeats):

@@ -29,7 +29,6 @@ import io
 import json
 import os
 import pstats
-import statistics
 import sys
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import (
@@ -40,7 +39,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core import (
     runner as _runner,
     sync as _sync,
 )
-from node_core import cpu_now, sample  # bench/, this script's directory
+from node_core import cpu_now, interleaved, sample  # bench/, this script's directory
 from nsguard import refuse_unless_own_namespace
 
 CHAIN = 'IP-MASQ-AGENT'
@@ -200,26 +199,13 @@ def measure(size, reps):
         'floor_nochange': lambda: must(listing),
         'same_nochange': lambda: replay(calls['nochange']),
     }
-    who = ('module', 'floor', 'same')
-    series = dict(('%s_%s' % (w, step), []) for w in who for step in ('apply', 'nochange'))
-    for rep in range(reps):
-        order = who[rep % 3:] + who[:rep % 3]     # rotate which goes first
-        for key in order:
-            reset()
-            _r, wall, cpu = sample(steps[key + '_apply'])
-            series[key + '_apply'].append((wall, cpu))
-        for key in order:
-            _r, wall, cpu = sample(steps[key + '_nochange'])
-            series[key + '_nochange'].append((wall, cpu))
+    out = interleaved(steps, reps, reset)
     listing_bytes = len(must(listing))
     reset()
-    out = {'size': size, 'reps': reps, 'set_elements': elements, 'listing_bytes': listing_bytes,
-           'transaction_bytes': len(transaction),
-           'apply_commands': results['apply']['commands'], 'nochange_commands': results['nochange']['commands'],
-           'apply_processes': len(calls['apply']), 'nochange_processes': len(calls['nochange'])}
-    for key, values in series.items():
-        out[key] = {'wall': statistics.median(v[0] for v in values),
-                    'cpu': statistics.median(v[1] for v in values)}
+    out.update({'size': size, 'reps': reps, 'set_elements': elements, 'listing_bytes': listing_bytes,
+                'transaction_bytes': len(transaction),
+                'apply_commands': results['apply']['commands'], 'nochange_commands': results['nochange']['commands'],
+                'apply_processes': len(calls['apply']), 'nochange_processes': len(calls['nochange'])})
     return out
 
 

@@ -43,6 +43,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables import (
     NftTools,
+    delete_commands as nft_delete_commands,
     missing_nft,
     plan_absent as nft_plan_absent,
     plan_present as nft_plan_present,
@@ -196,13 +197,13 @@ class Backends:
                 return
         if reading.ipt is not None:
             reading.select('iptables', 'auto: a node with neither policy yet, where iptables is installed')
-        elif self.nft.available and self._chain_in_kernel(reading):
-            raise MasqError('auto: the kernel holds our iptables chain %s (%s, written with iptables-nft), but '
-                            'iptables-save and iptables-restore are not installed, so this run can neither keep '
-                            'the node on iptables nor remove the chain. Install iptables: the node then stays on '
-                            'iptables, and backend=nftables moves it. Nothing was changed.'
-                            % (reading.chain, self._chain_in_kernel(reading)))
         elif self.nft.available:
+            held = self._chain_in_kernel(reading)
+            if held:
+                raise MasqError('auto: the kernel holds our iptables chain %s (%s, written with iptables-nft), but '
+                                'iptables-save and iptables-restore are not installed, so this run can neither keep '
+                                'the node on iptables nor remove the chain. Install iptables: the node then stays on '
+                                'iptables, and backend=nftables moves it. Nothing was changed.' % (reading.chain, held))
             reading.select('nftables', 'auto: a node with neither policy yet, where only nft is installed')
             if not reading.nft_read:
                 self._read_nft(reading)
@@ -219,9 +220,10 @@ class Backends:
             return self._plan_iptables(reading, policy, adopt)
         return self._plan_nftables(reading, policy, adopt)
 
-    def _nft_step(self, plan, undo=None):
+    def _nft_step(self, plan, undo=None, kinds=None):
         self.nft.commands.append(' '.join(self.nft.argv()) + '  # the transaction')
-        return Step('nftables', plan.actions, lambda commands=plan.commands: self.nft.load(commands), undo)
+        return Step('nftables', plan.actions, lambda commands=plan.commands: self.nft.load(commands), undo,
+                    plan.kinds if kinds is None else kinds)
 
     def _plan_absent(self, reading, adopt):
         steps = []
@@ -241,7 +243,7 @@ class Backends:
             reading.nft_plan = nft_plan_absent(reading.nft_table, reading.name, adopt, strict=False)
             if reading.nft_plan.changed:
                 # The chain first (each family undone if a later step fails), then the table.
-                steps.append(self._nft_step(reading.nft_plan))
+                steps.append(self._nft_step(reading.nft_plan, kinds=['other_backend'] * len(reading.nft_plan.actions)))
                 switch = ipt.changed
         if not switch:
             # Not a switch: a family written stays written when a later one fails.
@@ -254,10 +256,12 @@ class Backends:
         writes = reading.nft_plan.changed
         steps = []
         if writes:
-            steps.append(self._nft_step(reading.nft_plan, undo=lambda: self.nft.load(
-                [{'delete': {'table': {'family': 'inet', 'name': reading.name}}}])))
+            steps.append(self._nft_step(reading.nft_plan,
+                                        undo=lambda: self.nft.load(nft_delete_commands(reading.name))))
         if reading.ipt is not None:
             removal = self.iptables.plan(reading.ipt, None, reading.chain, adopt, strict=False, undo=writes)
+            for step in removal.steps:
+                step.kinds = ['other_backend'] * len(step.actions)
             steps.extend(removal.steps)
         return Plan(steps)
 
@@ -275,7 +279,7 @@ class Backends:
                 result['ipv%d' % family] = {'managed': False, 'present': False, 'changed': False,
                                             'note': reading.ipt_note}
         result.update(changed=plan.changed, state=state, actions=plan.actions, chain=reading.chain,
-                      selected_backend=reading.selected, backend_reason=reading.reason)
+                      selected_backend=reading.selected, backend_reason=reading.reason, drift_kinds=plan.kinds)
         result['commands'] = result['commands'] + self.nft.commands
         result['nft_version'] = self.nft.version
         nft = reading.nft_plan
