@@ -197,6 +197,74 @@ options:
         as upstream's C(cidrLimit), to catch really bad mistakes.
     type: int
     default: 64
+  exception_cidrs:
+    description:
+      - Destination CIDRs that are masqueraded although a CIDR of O(nonmasquerade_cidrs) (or link-local,
+        when it is kept) covers them, for example a partner network inside V(10.0.0.0/8) that is reached
+        through a NAT gateway.
+      - Each must lie inside the kept destinations; one that does not would be masqueraded anyway and is an error.
+      - iptables writes one rewriting rule per exception before the C(RETURN) rules; nftables checks one set
+        (C(exceptions-ipv4), C(exceptions-ipv6)) before the kept ones. Cannot be combined with O(masquerade_cidrs).
+      - An extension of ipmasq.agent (the upstream agent has no such setting); needs O(rule_format=docs).
+    type: list
+    elements: str
+    default: []
+    version_added: 1.1.0
+  masquerade_cidrs:
+    description:
+      - Masquerade-only mode. When given, only traffic to these destination CIDRs is masqueraded
+        (or sent to O(snat_to)); every other destination keeps its source. Link-local keeps its
+        source unless O(masq_link_local) (for IPv6, O(masq_link_local_ipv6)); a listed CIDR inside
+        link-local is therefore an error unless that is set.
+      - Cannot be combined with O(nonmasquerade_cidrs), O(nomasq_all_reserved_ranges) or O(exception_cidrs).
+        Counted against O(cidr_limit).
+      - An extension of ipmasq.agent; needs O(rule_format=docs). V([]) means off.
+    type: list
+    elements: str
+    default: []
+    version_added: 1.1.0
+  snat_to:
+    description:
+      - SNAT to a fixed address instead of C(MASQUERADE) (which takes the address of the outgoing interface),
+        an address such as V(203.0.113.7) or a range such as V(203.0.113.7-203.0.113.9), at most
+        one per family (IPv6 needs O(ipv6=true)). A family without one keeps C(MASQUERADE).
+      - O(random_fully) and O(to_ports) apply to the SNAT rules as they do to C(MASQUERADE).
+      - Every address must be assigned to the node (checked on the node, before anything is written),
+        unless O(snat_to_require_local=false).
+      - An extension of ipmasq.agent; needs O(rule_format=docs).
+    type: list
+    elements: str
+    default: []
+    version_added: 1.1.0
+  snat_to_require_local:
+    description:
+      - Whether every address of O(snat_to) must be assigned to an interface of the node. Set V(false) for an
+        address the node answers for without holding it (a VIP that moves between nodes, proxy ARP).
+    type: bool
+    default: true
+    version_added: 1.1.0
+  source_cidrs:
+    description:
+      - Only traffic from these source CIDRs is rewritten (typically the pod CIDR, so that forwarded or
+        inbound traffic that is not pod egress keeps its source). Every managed family needs at least one
+        (with O(ipv6=true), an IPv4 and an IPv6 one).
+      - iptables adds C(-s) to each rewriting rule; nftables returns early for other sources (sets
+        C(sources-ipv4), C(sources-ipv6)).
+      - An extension of ipmasq.agent; needs O(rule_format=docs). V([]) means every source.
+    type: list
+    elements: str
+    default: []
+    version_added: 1.1.0
+  out_interfaces:
+    description:
+      - Only traffic leaving by these interfaces is rewritten; traffic leaving by any other interface keeps its
+        source. Interface names (up to 15 letters, digits and C(_ . -)), no wildcards.
+      - iptables adds C(-o) to each rewriting rule; nftables returns early for other interfaces (C(oifname)).
+      - An extension of ipmasq.agent; needs O(rule_format=docs). V([]) means every interface.
+    type: list
+    elements: str
+    default: []
+    version_added: 1.1.0
   state:
     description:
       - V(absent) removes every jump to the chain from C(POSTROUTING) and the chain itself, in both
@@ -328,6 +396,18 @@ actions:
   type: list
   elements: str
   sample: ["IPv4: create chain IP-MASQ-AGENT", "IPv4: append the POSTROUTING jump to IP-MASQ-AGENT"]
+drift_kinds:
+  description:
+    - What each entry of RV(actions) repairs, as one machine-readable word, in the same order.
+    - V(chain_missing), V(chain_rules), V(jump_missing), V(jump_wrong), V(jump_duplicate), V(jump_position),
+      V(chain_unwanted) (a family the policy does not manage, or O(state=absent)), V(table_missing),
+      V(table_rewritten), V(table_unwanted) (O(state=absent)), V(other_backend) (ours removed from the backend
+      the policy does not live in). The resync counts them in its metrics (the collection's metrics guide).
+  returned: always
+  type: list
+  elements: str
+  sample: ["chain_missing", "jump_missing"]
+  version_added: 1.1.0
 commands:
   description: The commands run, or that would run in check mode (the restore reads its input on stdin).
   returned: always
@@ -392,6 +472,12 @@ def enforce(module, run, find):
             jump_position=p['jump_position'],
             cidr_limit=p['cidr_limit'],
             rule_format=p['rule_format'],
+            exception_cidrs=p['exception_cidrs'],
+            masquerade_cidrs=p['masquerade_cidrs'],
+            snat_to=p['snat_to'],
+            snat_to_require_local=p['snat_to_require_local'],
+            source_cidrs=p['source_cidrs'],
+            out_interfaces=p['out_interfaces'],
         )
     else:
         validate_chain_name(p['chain'])
@@ -418,6 +504,12 @@ def main():
             cidr_limit=dict(type='int', default=64),
             rule_format=dict(type='str', choices=['docs', 'upstream'], default='docs'),
             backend=dict(type='str', choices=['auto', 'iptables', 'nftables'], default='auto'),
+            exception_cidrs=dict(type='list', elements='str', default=[]),
+            masquerade_cidrs=dict(type='list', elements='str', default=[]),
+            snat_to=dict(type='list', elements='str', default=[]),
+            snat_to_require_local=dict(type='bool', default=True),
+            source_cidrs=dict(type='list', elements='str', default=[]),
+            out_interfaces=dict(type='list', elements='str', default=[]),
             state=dict(type='str', choices=['present', 'absent'], default='present'),
         ),
         supports_check_mode=True,

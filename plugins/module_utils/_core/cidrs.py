@@ -116,8 +116,10 @@ def is_default_list(cidrs):
     return cidrs is None or isinstance(cidrs, DefaultCidrs)
 
 
-def parse_cidrs(cidrs, ipv6=False, cidr_limit=DEFAULT_CIDR_LIMIT, reserved=False, keep_duplicates=False):
-    """Validate the non-masquerade list.
+def parse_cidrs(cidrs, ipv6=False, cidr_limit=DEFAULT_CIDR_LIMIT, reserved=False, keep_duplicates=False,
+                name='nonmasquerade_cidrs'):
+    """Validate a CIDR list (the non-masquerade list unless ``name`` says
+    which option it is: errors and warnings name it).
 
     Returns ``(by_family, warnings)`` where ``by_family`` maps 4 and 6 to the
     list of canonical CIDR strings, order kept, exact duplicates dropped (with
@@ -127,7 +129,7 @@ def parse_cidrs(cidrs, ipv6=False, cidr_limit=DEFAULT_CIDR_LIMIT, reserved=False
     if cidrs is None:
         cidrs = list(DEFAULT_NONMASQ_CIDRS)
     if not isinstance(cidrs, (list, tuple)):
-        raise MasqError('nonmasquerade_cidrs must be a list of CIDR strings, got %r.' % (cidrs,))
+        raise MasqError('%s must be a list of CIDR strings, got %r.' % (name, cidrs))
     entries = list(cidrs)
     if reserved:
         entries.extend(RESERVED_RANGES)
@@ -151,18 +153,18 @@ def parse_cidrs(cidrs, ipv6=False, cidr_limit=DEFAULT_CIDR_LIMIT, reserved=False
             canon, version = canonical_text(net), net.version
         if canon in seen and not keep_duplicates:
             if not (reserved and canon in RESERVED_RANGES):
-                warnings.append('nonmasquerade_cidrs lists %s more than once; one rule is written.' % canon)
+                warnings.append('%s lists %s more than once; one rule is written.' % (name, canon))
             continue
         seen.add(canon)
         by_family[version].append(canon)
     if errors:
-        raise MasqError('nonmasquerade_cidrs: %d bad entr%s: %s. Nothing was changed.'
-                        % (len(errors), 'y' if len(errors) == 1 else 'ies', '; '.join(errors)))
+        raise MasqError('%s: %d bad entr%s: %s. Nothing was changed.'
+                        % (name, len(errors), 'y' if len(errors) == 1 else 'ies', '; '.join(errors)))
     count = len(by_family[4]) + len(by_family[6])
     if cidr_limit is not None and count > cidr_limit:
-        raise MasqError('nonmasquerade_cidrs: %d CIDRs (excluding link-local) is over cidr_limit %d; '
+        raise MasqError('%s: %d CIDRs (excluding link-local) is over cidr_limit %d; '
                         'aggregate the list or raise cidr_limit. Nothing was changed.'
-                        % (count, cidr_limit))
+                        % (name, count, cidr_limit))
     return by_family, warnings
 
 

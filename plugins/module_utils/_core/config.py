@@ -16,6 +16,16 @@ whose first non-blank character is ``{`` is JSON, anything else is YAML
     cidrLimit           int        default 64
     resyncInterval      string     Go duration (time.ParseDuration), default 60s
 
+and, as extensions of ours that the upstream agent ignores (``EXTENSION_FIELDS``;
+docs/docsite/rst/extensions.rst)::
+
+    exceptionCIDRs      []string   destinations masqueraded inside the kept ranges
+    masqueradeCIDRs     []string   masquerade only these destinations
+    snatTo              []string   SNAT to an address or range per family
+    snatToRequireLocal  bool       default true: snatTo must be the node's own
+    sourceCIDRs         []string   rewrite traffic from these sources only
+    outInterfaces       []string   rewrite traffic leaving by these interfaces only
+
 Keys match case-insensitively (``NonMasqueradeCIDRs`` works), unknown keys are
 ignored (here: ignored *with a warning that names them*), a wrong type is an
 error, a missing file means the defaults, an empty file means the defaults.
@@ -50,7 +60,27 @@ FIELDS = (
     ('cidrLimit', 'cidr_limit'),
     ('resyncInterval', 'resync_interval'),
 )
-_FOLDED = dict((upstream.casefold(), (upstream, ours)) for upstream, ours in FIELDS)
+# Keys of ours (docs/docsite/rst/extensions.rst): the upstream agent ignores
+# them, as it ignores every key it does not know.  The settings hold one
+# only when the file sets it, and a file is written with the ones set, so a
+# file without them is the upstream file byte for byte.
+EXTENSION_FIELDS = (
+    ('exceptionCIDRs', 'exception_cidrs'),
+    ('masqueradeCIDRs', 'masquerade_cidrs'),
+    ('snatTo', 'snat_to'),
+    ('snatToRequireLocal', 'snat_to_require_local'),
+    ('sourceCIDRs', 'source_cidrs'),
+    ('outInterfaces', 'out_interfaces'),
+)
+_FOLDED = dict((key.casefold(), (key, ours)) for key, ours in FIELDS + EXTENSION_FIELDS)
+_EXTENSION_DEFAULTS = {
+    'exception_cidrs': [],
+    'masquerade_cidrs': [],
+    'snat_to': [],
+    'snat_to_require_local': True,
+    'source_cidrs': [],
+    'out_interfaces': [],
+}
 
 _KEY_CHARS = frozenset('abcdefghijklmnopqrstuvwxyz0123456789')
 
@@ -185,7 +215,9 @@ def normalise(document, ipv6=False, from_json=False, text=None, keep_duplicates=
         seen[ours] = where
         if ours == 'nonmasquerade_cidrs':
             settings[ours] = _cidr_list(where, value, warnings)
-        elif ours in ('masq_link_local', 'masq_link_local_ipv6'):
+        elif ours in ('exception_cidrs', 'masquerade_cidrs', 'snat_to', 'source_cidrs', 'out_interfaces'):
+            settings[ours] = _string_list(where, value, line)
+        elif ours in ('masq_link_local', 'masq_link_local_ipv6', 'snat_to_require_local'):
             if value is None:   # Go: null leaves a bool as it was
                 continue
             if not isinstance(value, bool):
@@ -232,6 +264,21 @@ def _cidr_list(where, value, warnings):
     return list(value)
 
 
+def _string_list(where, value, line):
+    """An extension key's list of strings (null or absent: empty; one
+    string: a list of one).  The policy validates the entries."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [value]
+    if isinstance(value, Pairs) or not isinstance(value, list):
+        raise ConfigError('%s must be a list of strings, not %s.' % (where, _describe(value)), line=line)
+    bad = ['entry %d is %s' % (n + 1, _describe(item)) for n, item in enumerate(value) if not isinstance(item, str)]
+    if bad:
+        raise ConfigError('%s must be a list of strings: %s.' % (where, '; '.join(bad)), line=line)
+    return list(value)
+
+
 def _cidr_limit(where, value, from_json, line):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError('%s must be a whole number, not %s.' % (where, _describe(value)), line=line)
@@ -257,7 +304,8 @@ def _unknown_key_warning(key, line):
     if folded in _KEY_HINTS:
         return 'unknown key %s is ignored (as upstream ignores it); did you mean %s?' % (where, _KEY_HINTS[folded])
     return ('unknown key %s is ignored (as upstream ignores it); the keys are nonMasqueradeCIDRs, masqLinkLocal, '
-            'masqLinkLocalIPv6, cidrLimit and resyncInterval.' % where)
+            'masqLinkLocalIPv6, cidrLimit and resyncInterval, and the extensions of ipmasq.agent %s.'
+            % (where, ', '.join(key for key, _ours in EXTENSION_FIELDS)))
 
 
 def _check_cidrs(settings, ipv6, where, keep_duplicates=False):
@@ -342,8 +390,28 @@ def read_config(path):
 
 
 def to_upstream(settings):
-    """The settings as the upstream JSON object (upstream key names)."""
-    return dict((upstream, settings[ours]) for upstream, ours in FIELDS)
+    """The settings as the upstream JSON object (upstream key names), with
+    the extension keys that are set."""
+    out = dict((upstream, settings[ours]) for upstream, ours in FIELDS)
+    if settings.get('masquerade_cidrs') and is_default_list(settings['nonmasquerade_cidrs']):
+        del out['nonMasqueradeCIDRs']   # masquerade-only: a list here would be refused when read back
+    out.update((key, settings[ours]) for key, ours in EXTENSION_FIELDS
+               if ours in settings and settings[ours] != _EXTENSION_DEFAULTS[ours])
+    return out
+
+
+def in_file_terms(msg):
+    """A policy error about settings of the file, naming the file's keys
+    (``outInterfaces``) rather than the module options (``out_interfaces``)."""
+    import re  # pylint: disable=import-outside-toplevel
+
+    keys = dict((ours, key) for key, ours in FIELDS + EXTENSION_FIELDS)
+    return re.sub(r'\b(%s)\b' % '|'.join(keys), lambda match: keys[match.group(1)], msg)
+
+
+def policy_options(settings):
+    """The extension settings as ``Policy`` keyword arguments."""
+    return dict((ours, settings.get(ours, _EXTENSION_DEFAULTS[ours])) for _key, ours in EXTENSION_FIELDS)
 
 
 def render_config(settings, compact=False):

@@ -37,6 +37,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import (
     OUR_COMMENT_PREFIX,
     RANDOM_FULLY_SINCE,
     port_text,
+    snat_text,
     validate_chain_name,
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.ranges import CATCH_ALL
@@ -100,32 +101,51 @@ def jump_spec(chain):
     return '-m comment --comment "%s" %s -j %s' % (COMMENT_JUMP % chain, NOT_LOCAL, chain)
 
 
-def _texts(policy):
-    """``(RETURN match, MASQUERADE match)`` of the policy's rule format."""
-    comments = policy.comments()
+def _matched(policy, comment):
+    """A rule's comment match, and (rule_format docs) the addrtype match."""
     tail = '' if policy.rule_format == 'upstream' else ' ' + NOT_LOCAL
-    return ('-m comment --comment "%s"%s' % (comments['return'], tail),
-            '-m comment --comment "%s"%s' % (comments['masquerade'], tail))
+    return '-m comment --comment "%s"%s' % (comment, tail)
 
 
-def _masq_specs(policy, random_fully):
-    tail = ' --random-fully' if random_fully else ''
-    masq = _texts(policy)[1]
+def _address_match(option, cidr, family):
+    """``-s``/``-d`` as iptables-save prints it: nothing for everything."""
+    return '' if cidr is None or cidr == CATCH_ALL[family] else '%s %s ' % (option, cidr)
+
+
+def _target(policy, family, ports, random_fully):
+    """``-j MASQUERADE ...`` or, with snat_to, ``-j SNAT --to-source ...``."""
+    verb, addresses = policy.target(family)
+    if verb == 'MASQUERADE':
+        text = '-j MASQUERADE' + (' --to-ports %s' % port_text(*ports) if ports else '')
+    else:
+        where = snat_text(*addresses)
+        if ports:
+            where = '%s:%s' % ('[%s]' % where if family == 6 else where, port_text(*ports))
+        text = '-j SNAT --to-source ' + where
+    return text + (' --random-fully' if random_fully else '')
+
+
+def _rewrite_specs(policy, family, random_fully, comment, destination=None):
+    """The rules that rewrite the source, for each source / out-interface
+    pair (one without matches unless they are set): with to_ports one rule
+    per protocol and range, a range picked with the probability of its
+    share of the ports still left to pick from; then the rule for the rest."""
+    match = _matched(policy, comment)
     specs = []
-    if policy.port_ranges:
-        # One rule per protocol and range; a range is picked with the
-        # probability of its share of the ports still left to pick from.
+    for source, interface in policy.gates(family):
+        head = (_address_match('-s', source, family) + _address_match('-d', destination, family)
+                + ('-o %s ' % interface if interface else ''))
         sizes = [high - low + 1 for low, high in policy.port_ranges]
-        for proto in MASQ_PROTOCOLS:
+        for proto in MASQ_PROTOCOLS if policy.port_ranges else ():
             remaining = sum(sizes)
-            for (low, high), size in zip(policy.port_ranges, sizes):
+            for ports, size in zip(policy.port_ranges, sizes):
                 stat = ''
                 if size != remaining:
                     stat = ' -m statistic --mode random --probability %s' % probability_text(size / remaining)
-                specs.append('-p %s %s%s -j MASQUERADE --to-ports %s%s'
-                             % (proto, masq, stat, port_text(low, high), tail))
+                specs.append('%s-p %s %s%s %s' % (head, proto, match, stat,
+                                                  _target(policy, family, ports, random_fully)))
                 remaining -= size
-    specs.append('%s -j MASQUERADE%s' % (masq, tail))
+        specs.append('%s%s %s' % (head, match, _target(policy, family, None, random_fully)))
     return specs
 
 
@@ -133,15 +153,25 @@ def chain_rules(policy, family, random_fully=None):
     """The chain's rules for one family, as iptables-save prints them
     (which writes no ``-d`` for 0.0.0.0/0 or ::/0).  ``random_fully`` None:
     the policy's own choice, or off when it leaves it to the iptables
-    version (``plan`` passes ``policy.random_fully_for(version)``)."""
+    version (``plan`` passes ``policy.random_fully_for(version)``).
+
+    In order: the exceptions (rewritten), the kept destinations (RETURN),
+    then the rewrite of everything else or, with masquerade_cidrs, of the
+    listed destinations only (the rest falls off the chain's end)."""
     if random_fully is None:
         random_fully = bool(policy.random_fully)
+    ret = _matched(policy, policy.comments()['return']) + ' -j RETURN'
+    specs = []
+    for cidr in policy.exceptions[family]:
+        specs.extend(_rewrite_specs(policy, family, random_fully, policy.action_comment(family, 'exception'), cidr))
+    specs.extend(_address_match('-d', cidr, family) + ret for cidr in policy.kept(family))
+    if policy.masquerade_only:
+        for cidr in policy.listed[family]:
+            specs.extend(_rewrite_specs(policy, family, random_fully, policy.action_comment(family, 'listed'), cidr))
+    else:
+        specs.extend(_rewrite_specs(policy, family, random_fully, policy.action_comment(family)))
     prefix = '-A %s ' % policy.chain
-    ret = _texts(policy)[0] + ' -j RETURN'
-    rules = [prefix + ret if cidr == CATCH_ALL[family] else prefix + '-d ' + cidr + ' ' + ret
-             for cidr in policy.kept(family)]
-    rules.extend(prefix + spec for spec in _masq_specs(policy, random_fully))
-    return rules
+    return [prefix + spec for spec in specs]
 
 
 def same_rule(current, desired):
@@ -279,6 +309,7 @@ class FamilyPlan:
 
 def plan_present(family, table, policy, adopt=False):
     plan = FamilyPlan(family, table, policy.chain, True)
+    plan.kinds = []             # what each action repairs (metrics.DRIFT_KINDS), next to plan.actions
     plan.refuse_foreign(adopt, 'flush and take over')
     chain = policy.chain
     desired = chain_rules(policy, family, policy.random_fully_for(table.version))
@@ -304,17 +335,25 @@ def plan_present(family, table, policy, adopt=False):
         lines.extend(desired)
         if not plan.chain_exists:
             plan.actions.append('create chain %s' % chain)
+            plan.kinds.append('chain_missing')
         else:
             plan.actions.append('rewrite chain %s (%d rules -> %d rules)' % (chain, len(plan.rules), len(desired)))
+            plan.kinds.append('chain_rules')
     if not jump_ok:
         keep_one = policy.jump_position == 'append' and good
         drop = bad + (good[:-1] if keep_one else good)
         lines.extend(rule.deletion() for rule in drop)
         if bad:
             plan.actions.append('remove %d wrong POSTROUTING jump(s) to %s' % (len(bad), chain))
+            plan.kinds.append('jump_wrong')
         if keep_one and len(good) > 1:
             plan.actions.append('remove %d duplicate POSTROUTING jump(s) to %s' % (len(good) - 1, chain))
+            plan.kinds.append('jump_duplicate')
         if not keep_one:
+            # The jump written again: missing, replacing a wrong one, or
+            # (jump_position first) moved to the top, duplicates dropped.
+            plan.kinds.append('jump_missing' if not plan.jumps else 'jump_wrong' if bad
+                              else 'jump_duplicate' if len(good) > 1 else 'jump_position')
             if policy.jump_position == 'first':
                 lines.append('-I POSTROUTING 1 ' + jump)
                 verb = 'move' if plan.jumps else 'insert'
@@ -331,6 +370,7 @@ def plan_absent(family, table, chain, adopt=False, strict=True):
     (``strict``: state=absent), or is left alone with a note (the IPv6 side of
     a run that does not manage IPv6)."""
     plan = FamilyPlan(family, table, chain, False)
+    plan.kinds = []
     if plan.chain_exists and not adopt and not plan.ours():
         if not strict:
             plan.note = 'chain %s exists but is not ours; left alone.' % chain
@@ -345,6 +385,9 @@ def plan_absent(family, table, chain, adopt=False, strict=True):
         plan.actions.append('remove %d POSTROUTING jump(s) to %s' % (len(plan.jumps), chain))
     if plan.chain_exists:
         plan.actions.append('delete chain %s' % chain)
+    # Ours where the policy wants none (a family it does not manage, or
+    # state=absent); backends.py calls it other_backend in a switch.
+    plan.kinds = ['chain_unwanted'] * len(plan.actions)
     plan.lines = removal_lines(plan.jumps, [chain] if plan.chain_exists else [])
     return plan
 
@@ -426,12 +469,8 @@ class IptablesBackend:
                 tools = self.tools[family]
                 tools.commands.append(' '.join(tools.restore_argv()))
                 back = _restore(tools, fam.undo_lines()) if undo else None
-                steps.append(Step('IPv%d' % family, fam.actions, _restore(tools, fam.lines), back))
+                steps.append(Step('IPv%d' % family, fam.actions, _restore(tools, fam.lines), back, fam.kinds))
         return Plan(steps)
-
-    def has_chain(self, reading, chain):
-        """Whether a nat table read holds the chain (ours or not)."""
-        return any(chain in table.chains for table in reading.tables.values())
 
     def result(self, reading, plan, policy, state):
         """The ``masq_chain`` module's result."""

@@ -205,6 +205,8 @@ def _nat_text(kind, val):
         fam = val.get('family')
         target = render_expr(val['addr']) if val.get('addr') is not None else ''
         if val.get('port') is not None:
+            if fam == 'ip6':
+                target = '[%s]' % target
             target += ':%s' % render_expr(val['port'])
         parts.append(('%s to %s' % (fam, target)) if fam else 'to %s' % target)
     flags = val.get('flags')

@@ -59,6 +59,13 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.intervals import (
+    BITS,
+    address_number as _number,
+    cidr_interval,
+    merge,
+    number_address as _address,
+)
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import (
     NftTable,
     documents,
@@ -76,10 +83,13 @@ FAMILY = 'inet'
 CHAIN = 'postrouting'
 PRIORITY = 100          # srcnat
 SETS = {4: 'nonmasq-ipv4', 6: 'nonmasq-ipv6'}
+# The sets of the extensions, per family: masquerade_cidrs (instead of the
+# non-masquerade list), exception_cidrs and source_cidrs.
+SET_KINDS = ('nonmasq', 'masq', 'exceptions', 'sources')
+SET_NAMES = frozenset('%s-ipv%d' % (kind, family) for kind in SET_KINDS for family in (4, 6))
 ADDR_TYPES = {4: 'ipv4_addr', 6: 'ipv6_addr'}
 PROTOCOLS = {4: 'ip', 6: 'ip6'}
 NFPROTO = {4: 'ipv4', 6: 'ipv6'}
-BITS = {4: 32, 6: 128}
 MASQ_PROTOCOLS = ('tcp', 'udp', 'sctp')
 # What nft says when the table asked for does not exist.
 _NO_TABLE = 'No such file or directory'
@@ -97,39 +107,6 @@ def table_label(name):
 # --------------------------------------------------------------------------
 # Address intervals: what an interval set holds, whatever form it was given in
 # --------------------------------------------------------------------------
-
-def _number(addr, family):
-    import _socket  # pylint: disable=import-outside-toplevel
-
-    return int.from_bytes(_socket.inet_pton(_socket.AF_INET if family == 4 else _socket.AF_INET6, addr), 'big')
-
-
-def _address(number, family):
-    import _socket  # pylint: disable=import-outside-toplevel
-
-    return _socket.inet_ntop(_socket.AF_INET if family == 4 else _socket.AF_INET6,
-                             number.to_bytes(BITS[family] // 8, 'big'))
-
-
-def cidr_interval(cidr, family):
-    """``(first, last)`` address numbers of a canonical CIDR."""
-    addr, _slash, plen = cidr.partition('/')
-    first = _number(addr, family)
-    return first, first | ((1 << (BITS[family] - int(plen))) - 1)
-
-
-def merge(intervals):
-    """Sorted intervals with overlapping and adjacent ones joined: what an
-    ``auto-merge`` interval set keeps."""
-    out = []
-    for first, last in sorted(intervals):
-        if out and first <= out[-1][1] + 1:
-            if last > out[-1][1]:
-                out[-1] = (out[-1][0], last)
-        else:
-            out.append((first, last))
-    return out
-
 
 def interval_element(first, last, family):
     """An interval as nft writes a set element: an address, a prefix where it is one, else a range."""
@@ -203,13 +180,21 @@ def _match(left, right, op='=='):
     return {'match': {'op': op, 'left': left, 'right': right}}
 
 
+def _addr(family, field):
+    return {'payload': {'protocol': PROTOCOLS[family], 'field': field}}
+
+
 def _daddr(family):
-    return {'payload': {'protocol': PROTOCOLS[family], 'field': 'daddr'}}
+    return _addr(family, 'daddr')
 
 
 def _prefix(cidr):
     addr, _slash, plen = cidr.partition('/')
     return {'prefix': {'addr': addr, 'len': int(plen)}}
+
+
+def set_name(kind, family):
+    return '%s-ipv%d' % (kind, family)
 
 
 def _masquerade(ports, random_fully):
@@ -222,51 +207,112 @@ def _masquerade(ports, random_fully):
     return {'masquerade': spec or None}
 
 
+def _action(policy, family, ports, random_fully):
+    """``masquerade``, or ``snat ip to ...`` for a family with snat_to
+    (``family`` None: masquerade, for every family at once)."""
+    verb, addresses = policy.target(family) if family else ('MASQUERADE', None)
+    if verb == 'MASQUERADE':
+        return _masquerade(ports, random_fully)
+    first, last = addresses
+    spec = {'family': PROTOCOLS[family], 'addr': first if first == last else {'range': [first, last]}}
+    if ports is not None:
+        low, high = ports
+        spec['port'] = low if low == high else {'range': [low, high]}
+    if random_fully:
+        spec['flags'] = ['fully-random']
+    return {'snat': spec}
+
+
+RETURN = {'return': None}
+
+
 class Desired:
-    """The table for a policy: ``cidrs`` family -> the list's CIDRs,
-    ``sets`` family -> their merged intervals and ``elements`` family ->
-    those intervals as set elements (both worked out only when asked for:
-    a table in sync is recognised from the CIDRs alone), ``rules`` the
-    chain's rules as ``(expr, comment)``."""
+    """The table for a policy: ``set_cidrs`` set name -> ``(family,
+    CIDRs)``, ``sets`` set name -> their merged intervals and ``elements``
+    set name -> those intervals as set elements (both worked out only when
+    asked for: a table in sync is recognised from the CIDRs alone),
+    ``rules`` the chain's rules as ``(expr, comment)``, in the order
+    ``Policy`` describes."""
 
     def __init__(self, policy):
         self.name = table_name(policy.chain)
         self.families = policy.families()
-        self.cidrs = dict((f, policy.cidrs[f]) for f in self.families)
+        self.set_cidrs = {}
+        for family in self.families:
+            main = 'masq' if policy.masquerade_only else 'nonmasq'
+            self.set_cidrs[set_name(main, family)] = (family, policy.listed[family] if policy.masquerade_only
+                                                      else policy.cidrs[family])
+            for kind, lists in (('exceptions', policy.exceptions), ('sources', policy.sources)):
+                if lists[family]:
+                    self.set_cidrs[set_name(kind, family)] = (family, lists[family])
         self._sets = None
         self._elements = None
+        self._policy = policy
+        self._random_fully = policy.random_fully_for(None)
         comments = policy.comments()
-        random_fully = policy.random_fully_for(None)
-        rules = [([_match({'fib': {'result': 'type', 'flags': ['daddr']}}, 'local'), {'return': None}],
-                  comments['local'])]
+        rules = []
+        if policy.out_interfaces:
+            names = policy.out_interfaces
+            rules.append(([_match({'meta': {'key': 'oifname'}}, names[0] if len(names) == 1 else {'set': list(names)},
+                                  '!='), RETURN], comments['interfaces']))
+        for family in self.families:
+            if policy.sources[family]:
+                rules.append(([_match(_addr(family, 'saddr'), '@' + set_name('sources', family), '!='), RETURN],
+                              comments['sources']))
+        rules.append(([_match({'fib': {'result': 'type', 'flags': ['daddr']}}, 'local'), RETURN], comments['local']))
+        for family in self.families:
+            if policy.exceptions[family]:
+                rules.extend(self._rewrites([_match(_daddr(family), '@' + set_name('exceptions', family))], family,
+                                            policy.action_comment(family, 'exception')))
         for family in self.families:
             if not policy.masq_link_local[family]:
-                rules.append(([_match(_daddr(family), _prefix(LINK_LOCAL[family])), {'return': None}],
-                              comments['return']))
-            rules.append(([_match(_daddr(family), '@' + SETS[family]), {'return': None}], comments['return']))
-        only = [] if 6 in self.families else [_match({'meta': {'key': 'nfproto'}}, NFPROTO[4])]
+                rules.append(([_match(_daddr(family), _prefix(LINK_LOCAL[family])), RETURN], comments['return']))
+            if policy.masquerade_only:
+                rules.append(([_match(_daddr(family), '@' + set_name('masq', family), '!='), RETURN],
+                              comments['unlisted']))
+            else:
+                rules.append(([_match(_daddr(family), '@' + SETS[family]), RETURN], comments['return']))
+        kind = 'listed' if policy.masquerade_only else 'masquerade'
+        if policy.snat_to:
+            for family in self.families:
+                rules.extend(self._rewrites([_match({'meta': {'key': 'nfproto'}}, NFPROTO[family])], family,
+                                            policy.action_comment(family, kind)))
+        else:
+            only = [] if 6 in self.families else [_match({'meta': {'key': 'nfproto'}}, NFPROTO[4])]
+            rules.extend(self._rewrites(only, None, policy.action_comment(4, kind)))
+        self.rules = rules
+
+    def _rewrites(self, head, family, comment):
+        """The rules that rewrite the source after the matches ``head``:
+        with to_ports one ``meta l4proto`` rule per range, all but the last
+        picked at random with the weight of its size, then the rule for the
+        rest."""
+        policy = self._policy
+        out = []
         sizes = [high - low + 1 for low, high in policy.port_ranges]
         remaining = sum(sizes)
         for ports, size in zip(policy.port_ranges, sizes):
-            expr = only + [_match({'meta': {'key': 'l4proto'}}, {'set': list(MASQ_PROTOCOLS)})]
+            expr = head + [_match({'meta': {'key': 'l4proto'}}, {'set': list(MASQ_PROTOCOLS)})]
             if size != remaining:
                 expr.append(_match({'numgen': {'mode': 'random', 'mod': remaining, 'offset': 0}}, size, '<'))
-            expr.append(_masquerade(ports, random_fully))
-            rules.append((expr, comments['masquerade']))
+            expr.append(_action(policy, family, ports, self._random_fully))
+            out.append((expr, comment))
             remaining -= size
-        rules.append((only + [_masquerade(None, random_fully)], comments['masquerade']))
-        self.rules = rules
+        out.append((head + [_action(policy, family, None, self._random_fully)], comment))
+        return out
 
     @property
     def sets(self):
         if self._sets is None:
-            self._sets = dict((f, merge(cidr_interval(c, f) for c in self.cidrs[f])) for f in self.families)
+            self._sets = dict((name, merge(cidr_interval(c, family) for c in cidrs))
+                              for name, (family, cidrs) in self.set_cidrs.items())
         return self._sets
 
     @property
     def elements(self):
         if self._elements is None:
-            self._elements = dict((f, [interval_element(a, b, f) for a, b in self.sets[f]]) for f in self.families)
+            self._elements = dict((name, [interval_element(a, b, self.set_cidrs[name][0]) for a, b in intervals])
+                                  for name, intervals in self.sets.items())
         return self._elements
 
     def rule_texts(self):
@@ -276,11 +322,11 @@ class Desired:
         """The objects of the table, as libnftables JSON ``add`` commands."""
         ident = {'family': FAMILY, 'table': self.name}
         out = []
-        for family in self.families:
-            spec = dict(ident, name=SETS[family], type=ADDR_TYPES[family], flags=['interval'])
+        for name, (family, _cidrs) in self.set_cidrs.items():
+            spec = dict(ident, name=name, type=ADDR_TYPES[family], flags=['interval'])
             spec['auto-merge'] = True
-            if self.elements[family]:
-                spec['elem'] = self.elements[family]
+            if self.elements[name]:
+                spec['elem'] = self.elements[name]
             out.append({'add': {'set': spec}})
         out.append({'add': {'chain': dict(ident, name=CHAIN, type='nat', hook='postrouting', prio=PRIORITY,
                                           policy='accept')}})
@@ -305,8 +351,8 @@ def _set_lines(name, type_, flags, elements):
 
 def render_desired(desired):
     lines = ['table %s %s {' % (FAMILY, desired.name)]
-    for family in desired.families:
-        lines.extend(_set_lines(SETS[family], ADDR_TYPES[family], ['interval'], desired.elements[family]))
+    for name, (family, _cidrs) in desired.set_cidrs.items():
+        lines.extend(_set_lines(name, ADDR_TYPES[family], ['interval'], desired.elements[name]))
         lines.append('')
     lines.append('\tchain %s {' % CHAIN)
     lines.append('\t\ttype nat hook postrouting priority srcnat; policy accept;')
@@ -350,12 +396,13 @@ def render_live(table):
 # Comparing
 # --------------------------------------------------------------------------
 
-def _same_elements(live, desired, family):
+def _same_elements(live, desired, name):
     """Whether the set holds exactly the addresses of the policy's CIDRs.
     First as text: the CIDRs the set lists are the list's CIDRs (as nft
     prints them and the policy keeps them, canonical); then, when the list
     has overlapping or adjacent entries (merged in the set) or nft lists a
     range, as address intervals."""
+    family, cidrs = desired.set_cidrs[name]
     bits = '/%d' % BITS[family]
     texts = set()
     add = texts.add
@@ -368,7 +415,7 @@ def _same_elements(live, desired, family):
             break
         add('%s/%s' % (prefix.get('addr'), prefix.get('len')))
     else:
-        if texts == set(desired.cidrs[family]):
+        if texts == set(cidrs):
             return True
     intervals = []
     for elem in live:
@@ -376,7 +423,7 @@ def _same_elements(live, desired, family):
         if interval is None:
             return False
         intervals.append(interval)
-    return merge(intervals) == desired.sets[family]
+    return merge(intervals) == desired.sets[name]
 
 
 def differences(table, desired):
@@ -389,16 +436,16 @@ def differences(table, desired):
         diffs.append('table flags %s' % ','.join(_flags(table.info)))
     diffs.extend('foreign %s %s' % (kind, name) for kind, name in table.others)
     diffs.extend('foreign map %s' % name for name in table.maps)
-    wanted_sets = dict((SETS[f], f) for f in desired.families)
+    wanted_sets = dict((name, family) for name, (family, _cidrs) in desired.set_cidrs.items())
     for name, obj in table.sets.items():
         family = wanted_sets.get(name)
         if family is None:
             diffs.append('foreign set %s' % name)
         elif obj.get('type') != ADDR_TYPES[family] or set(_flags(obj)) != set(['interval']):
             diffs.append('set %s is not a %s interval set' % (name, ADDR_TYPES[family]))
-        elif not _same_elements(obj.get('elem') or [], desired, family):
+        elif not _same_elements(obj.get('elem') or [], desired, name):
             diffs.append('set %s: %d element(s), %d wanted'
-                         % (name, len(obj.get('elem') or []), len(desired.elements[family])))
+                         % (name, len(obj.get('elem') or []), len(desired.elements[name])))
     diffs.extend('set %s missing' % name for name in wanted_sets if name not in table.sets)
     for name, chain in table.chains.items():
         if name != CHAIN:
@@ -428,7 +475,7 @@ def is_ours(table):
     if any((r.get('comment') or '').startswith(OUR_COMMENT_PREFIX) for r in rules):
         return True
     return (not rules and not table.maps and not table.others and set(table.chains) <= set([CHAIN])
-            and set(table.sets) <= set(SETS.values()))
+            and set(table.sets) <= SET_NAMES)
 
 
 # --------------------------------------------------------------------------
@@ -583,16 +630,19 @@ class TablePlan:
 def plan_present(table, policy, adopt=False):
     desired = Desired(policy)
     plan = TablePlan(desired.name, table, True)
+    plan.kinds = []             # what each action repairs (metrics.DRIFT_KINDS), next to plan.actions
     plan.refuse_foreign(adopt, 'replace')
     plan.desired = desired
     if table is None:
         plan.actions.append('create %s (%s)' % (table_label(desired.name), ', '.join(
-            '%s: %d element(s)' % (SETS[f], len(desired.elements[f])) for f in desired.families)))
+            '%s: %d element(s)' % (name, len(desired.elements[name])) for name in desired.set_cidrs)))
+        plan.kinds.append('table_missing')
     else:
         diffs = differences(table, desired)
         if not diffs:
             return plan
         plan.actions.append('rewrite %s (%s)' % (table_label(desired.name), '; '.join(diffs)))
+        plan.kinds.append('table_rewritten')
     plan.commands = replace_commands(desired)
     return plan
 
@@ -601,6 +651,7 @@ def plan_absent(table, name, adopt=False, strict=True):
     """Delete the table.  One that is not ours is an error (``strict``), or
     is left alone with a note."""
     plan = TablePlan(name, table, False)
+    plan.kinds = []
     if table is None:
         return plan
     if not adopt and not is_ours(table):
@@ -609,5 +660,8 @@ def plan_absent(table, name, adopt=False, strict=True):
             return plan
         plan.refuse_foreign(adopt, 'delete')
     plan.actions.append('delete %s' % table_label(name))
+    # Ours where the policy wants none (state=absent); backends.py calls it
+    # other_backend when the policy lives in iptables.
+    plan.kinds.append('table_unwanted')
     plan.commands = delete_commands(name)
     return plan

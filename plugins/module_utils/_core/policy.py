@@ -22,6 +22,12 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.cidrs import (
     parse_cidrs,
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.intervals import (
+    address_number,
+    cidr_interval,
+    covered,
+    merge,
+)
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.ranges import LINK_LOCAL
 
 DEFAULT_CHAIN = 'IP-MASQ-AGENT'
@@ -47,6 +53,11 @@ RESERVED_TARGETS = frozenset((
     'TTL', 'ULOG',
 ))
 _DIGITS = frozenset('0123456789')
+IFNAME_MAX = 15  # IFNAMSIZ - 1
+_IFNAME_CHARS = frozenset('ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-')
+# The options that go beyond the upstream agent (rule_format docs only), in
+# the order the docs list them.
+EXTENSIONS = ('exception_cidrs', 'masquerade_cidrs', 'snat_to', 'source_cidrs', 'out_interfaces')
 
 # The words every rule of ours carries, in each rule format; a rule or table
 # with a comment starting OUR_COMMENT_PREFIX is ours.
@@ -62,6 +73,15 @@ COMMENTS = {
         'masquerade': ('ip-masq-agent: outbound traffic should be subject to MASQUERADE '
                        '(this match must come after cluster-local CIDR matches)'),
         'local': 'ip-masq-agent: local destinations are never subject to MASQUERADE',
+        # The extensions (rule_format docs only): SNAT to an address,
+        # exceptions, masquerade-only, the source and interface gates.
+        'snat': ('ip-masq-agent: outbound traffic should be subject to SNAT '
+                 '(this match must come after cluster-local CIDR matches)'),
+        'exception': 'ip-masq-agent: an exception inside the cluster-local CIDRs is subject to %s',
+        'listed': 'ip-masq-agent: a listed destination is subject to %s',
+        'unlisted': 'ip-masq-agent: destinations not listed keep their source address',
+        'sources': 'ip-masq-agent: traffic from other sources keeps its source address',
+        'interfaces': 'ip-masq-agent: traffic leaving by other interfaces keeps its source address',
     },
     'upstream': {
         'return': 'ip-masq-agent: local traffic is not subject to MASQUERADE',
@@ -130,11 +150,102 @@ def port_text(low, high):
     return str(low) if low == high else '%d-%d' % (low, high)
 
 
+def _items(value, name):
+    """A list option given as a list, or as one comma-separated string."""
+    if value is None or value == '':
+        return []
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(',')]
+    if not isinstance(value, (list, tuple)):
+        raise MasqError('%s: %r is not a list. Nothing was changed.' % (name, value))
+    return list(value)
+
+
+def _address_family(text):
+    """4 or 6 for an address text inet_pton reads, else None."""
+    for family in (4, 6):
+        try:
+            address_number(text, family)
+            return family
+        except (OSError, ValueError):
+            pass
+    return None
+
+
+def parse_snat_to(snat_to, ipv6):
+    """``snat_to``: addresses (``203.0.113.7``) or ranges
+    (``203.0.113.7-203.0.113.9``), at most one per family.  Returns family ->
+    ``(first, last)`` address texts."""
+    out = {}
+    for item in _items(snat_to, 'snat_to'):
+        text = item.strip() if isinstance(item, str) else None
+        first, _dash, last = (text or '').partition('-')
+        last = last or first
+        family = _address_family(first) if text else None
+        if family is None or _address_family(last) != family:
+            raise MasqError('snat_to: %r is not an address or an address range like 203.0.113.7-203.0.113.9 '
+                            '(one family, no prefix length). Nothing was changed.' % (item,))
+        if address_number(first, family) > address_number(last, family):
+            raise MasqError('snat_to: %r is a range whose first address comes after its last. Nothing was changed.'
+                            % (item,))
+        if family == 6 and not ipv6:
+            raise MasqError('snat_to: %r is IPv6 but ipv6 is not enabled: set ipv6 (role: ip_masq_enable_ipv6) to '
+                            'true, or remove it from snat_to. Nothing was changed.' % (item,))
+        if family in out:
+            raise MasqError('snat_to: %r and %r are both IPv%d: give at most one address or range per family. '
+                            'Nothing was changed.' % (snat_text(*out[family]), item, family))
+        out[family] = (first, last)
+    return out
+
+
+def snat_text(first, last):
+    return first if first == last else '%s-%s' % (first, last)
+
+
+def parse_interfaces(names):
+    """``out_interfaces``: interface names, duplicates dropped."""
+    out = []
+    for name in _items(names, 'out_interfaces'):
+        if (not isinstance(name, str) or not name or len(name) > IFNAME_MAX or not _IFNAME_CHARS.issuperset(name)
+                or name in ('.', '..') or name[0] == '-'):
+            raise MasqError('out_interfaces: %r is not an interface name: 1 to %d letters, digits and _ . - '
+                            '(not starting with "-"; no wildcards). Nothing was changed.' % (name, IFNAME_MAX))
+        if name not in out:
+            out.append(name)
+    return out
+
+
+def _refuse_with_masquerade_cidrs(nonmasquerade_cidrs, reserved, given):
+    """Options that make no sense with masquerade_cidrs (which names the
+    destinations to masquerade: everything else keeps its source)."""
+    other = None
+    if not is_default_list(nonmasquerade_cidrs):
+        other = 'nonmasquerade_cidrs (everything not listed in masquerade_cidrs already keeps its source)'
+    elif reserved:
+        other = 'nomasq_all_reserved_ranges (everything not listed in masquerade_cidrs already keeps its source)'
+    elif 'exception_cidrs' in given:
+        other = 'exception_cidrs (list the exceptions in masquerade_cidrs instead)'
+    if other:
+        raise MasqError('masquerade_cidrs cannot be combined with %s. Nothing was changed.' % other)
+
+
 class Policy:
     """The desired state, validated.
 
     ``cidrs``: family -> canonical CIDRs in the order given; ``kept(family)``
     adds link-local in front unless it is masqueraded.
+
+    The extensions (docs/docsite/rst/extensions.rst): ``listed`` family ->
+    the destinations to masquerade (``masquerade_only``: masquerade_cidrs
+    was given; ``cidrs`` is then empty), ``exceptions`` family -> CIDRs
+    inside the kept ones that are masqueraded all the same, ``snat_to``
+    family -> ``(first, last)`` to SNAT to instead of masquerading,
+    ``sources`` family -> the only sources rewritten, ``out_interfaces`` the
+    only interfaces traffic is rewritten on.  A backend checks, in this
+    order: interface and source (else keep), local destination (keep),
+    exceptions (rewrite), link-local and the kept CIDRs (keep) or, with
+    masquerade_cidrs, link-local (keep) and the listed CIDRs (rewrite),
+    then everything else (rewrite; with masquerade_cidrs, keep).
 
     ``rule_format``: ``docs`` (default) drops exact duplicate CIDRs (with a
     warning) and appends the reserved ranges to any list; ``upstream`` does
@@ -149,7 +260,9 @@ class Policy:
     def __init__(self, nonmasquerade_cidrs=None, nomasq_all_reserved_ranges=False,
                  masq_link_local=False, masq_link_local_ipv6=False, ipv6=False,
                  chain=DEFAULT_CHAIN, random_fully=None, to_ports=None,
-                 jump_position='append', cidr_limit=DEFAULT_CIDR_LIMIT, rule_format='docs'):
+                 jump_position='append', cidr_limit=DEFAULT_CIDR_LIMIT, rule_format='docs',
+                 exception_cidrs=None, masquerade_cidrs=None, snat_to=None, snat_to_require_local=True,
+                 source_cidrs=None, out_interfaces=None):
         self.chain = validate_chain_name(chain)
         if jump_position not in JUMP_POSITIONS:
             raise MasqError("jump_position: %r is not one of 'append', 'first'." % (jump_position,))
@@ -168,12 +281,108 @@ class Policy:
         reserved = bool(nomasq_all_reserved_ranges)
         if upstream and not is_default_list(nonmasquerade_cidrs):
             reserved = False    # upstream: the flag only changes the default list
-        self.cidrs, self.warnings = parse_cidrs(nonmasquerade_cidrs, ipv6=self.ipv6,
-                                                cidr_limit=cidr_limit, reserved=reserved,
-                                                keep_duplicates=upstream)
+        given = dict((name, value) for name, value in (
+            ('exception_cidrs', exception_cidrs), ('masquerade_cidrs', masquerade_cidrs), ('snat_to', snat_to),
+            ('source_cidrs', source_cidrs), ('out_interfaces', out_interfaces)) if value not in (None, '', [], ()))
+        if upstream and given:
+            raise MasqError('rule_format: upstream writes exactly what the upstream agent writes, which has no %s; '
+                            'use rule_format docs with %s. Nothing was changed.'
+                            % (' and no '.join(sorted(given)), ', '.join(sorted(given))))
+        self.masquerade_only = 'masquerade_cidrs' in given
+        if self.masquerade_only:
+            _refuse_with_masquerade_cidrs(nonmasquerade_cidrs, nomasq_all_reserved_ranges, given)
+            self.listed, self.warnings = parse_cidrs(masquerade_cidrs, ipv6=self.ipv6, cidr_limit=cidr_limit,
+                                                     name='masquerade_cidrs')
+            self.cidrs = {4: [], 6: []}
+            self._check_listed()
+        else:
+            self.listed = {4: [], 6: []}
+            self.cidrs, self.warnings = parse_cidrs(nonmasquerade_cidrs, ipv6=self.ipv6,
+                                                    cidr_limit=cidr_limit, reserved=reserved,
+                                                    keep_duplicates=upstream)
+        self.exceptions = {4: [], 6: []}
+        if 'exception_cidrs' in given:
+            self.exceptions, warnings = parse_cidrs(exception_cidrs, ipv6=self.ipv6, cidr_limit=None,
+                                                    name='exception_cidrs')
+            self.warnings.extend(warnings)
+            self._check_exceptions()
+        self.sources = {4: [], 6: []}
+        if 'source_cidrs' in given:
+            self.sources, warnings = parse_cidrs(source_cidrs, ipv6=self.ipv6, cidr_limit=None, name='source_cidrs')
+            self.warnings.extend(warnings)
+            missing = [f for f in self.families() if not self.sources[f]]
+            if missing:
+                raise MasqError('source_cidrs lists no IPv%d source while ipv6 is %s: every managed family needs '
+                                'its sources (the IPv%d pod CIDR), or IPv%d traffic would never be masqueraded. '
+                                'Add one, or set ipv6 (role: ip_masq_enable_ipv6) to false. Nothing was changed.'
+                                % (missing[0], 'enabled' if self.ipv6 else 'disabled', missing[0], missing[0]))
+        self.snat_to = parse_snat_to(snat_to, self.ipv6)
+        self.snat_to_require_local = bool(snat_to_require_local)
+        self.out_interfaces = parse_interfaces(out_interfaces)
 
     def families(self):
         return FAMILIES if self.ipv6 else (4,)
+
+    def _check_exceptions(self):
+        """Every exception lies inside the destinations that keep their
+        source: elsewhere it would be masqueraded anyway."""
+        for family in self.families():
+            kept = merge(cidr_interval(c, family) for c in self.kept(family))
+            outside = [c for c in self.exceptions[family] if not covered(cidr_interval(c, family), kept)]
+            if outside:
+                raise MasqError('exception_cidrs: %s %s not inside nonmasquerade_cidrs (nor link-local, when it is '
+                                'kept): such traffic is masqueraded anyway. An exception names a part of a kept '
+                                'range to masquerade; remove %s or add the range it belongs to to '
+                                'nonmasquerade_cidrs. Nothing was changed.'
+                                % (', '.join(outside), 'is' if len(outside) == 1 else 'are',
+                                   'it' if len(outside) == 1 else 'them'))
+
+    def _check_listed(self):
+        """A listed destination inside link-local that is kept would never
+        be masqueraded: the link-local RETURN comes first."""
+        for family in self.families():
+            if self.masq_link_local[family]:
+                continue
+            link_local = [cidr_interval(LINK_LOCAL[family], family)]
+            shadowed = [c for c in self.listed[family] if covered(cidr_interval(c, family), link_local)]
+            if shadowed:
+                raise MasqError('masquerade_cidrs: %s %s inside link-local %s, which keeps its source while %s is '
+                                'false, so %s would never be masqueraded. Set %s to true (link-local is then '
+                                'masqueraded only where listed), or remove %s. Nothing was changed.'
+                                % (', '.join(shadowed), 'is' if len(shadowed) == 1 else 'are', LINK_LOCAL[family],
+                                   'masq_link_local' if family == 4 else 'masq_link_local_ipv6',
+                                   'it' if len(shadowed) == 1 else 'they',
+                                   'masq_link_local' if family == 4 else 'masq_link_local_ipv6',
+                                   'it' if len(shadowed) == 1 else 'them'))
+
+    @property
+    def extended(self):
+        """Whether any option beyond the upstream agent's is set."""
+        return bool(self.masquerade_only or any(self.exceptions.values()) or self.snat_to
+                    or any(self.sources.values()) or self.out_interfaces)
+
+    def target(self, family):
+        """``('MASQUERADE', None)``, or ``('SNAT', (first, last))`` for a family with snat_to."""
+        if family in self.snat_to:
+            return 'SNAT', self.snat_to[family]
+        return 'MASQUERADE', None
+
+    def action_comment(self, family, kind='masquerade'):
+        """The comment of a rule that rewrites the source: ``masquerade``
+        (the final rule), ``exception`` or ``listed``."""
+        comments = self.comments()
+        verb = self.target(family)[0]
+        if kind == 'masquerade':
+            return comments['snat'] if verb == 'SNAT' else comments['masquerade']
+        return comments[kind] % verb
+
+    def gates(self, family):
+        """``(source, out interface)`` pairs a rewriting rule is written
+        for (``None``: no such match): one pair without matches unless
+        source_cidrs or out_interfaces are set."""
+        sources = self.sources[family] or [None]
+        interfaces = self.out_interfaces or [None]
+        return [(source, interface) for source in sources for interface in interfaces]
 
     def kept(self, family):
         """The destinations that keep their source, in order: link-local

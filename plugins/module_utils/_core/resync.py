@@ -35,6 +35,11 @@ that was valid and applied (empty when the defaults applied): it is rewritten
 only when the config file changed, compared as text on every cycle, and
 enforced while the config file is refused.
 
+With ``--metrics-dir DIR``, every cycle ends by writing its metrics to
+``DIR/ip_masq_agent.prom`` for node_exporter's textfile collector
+(``metrics.py``; imported only then).  A file that cannot be written is a
+warning; it never changes the exit code.
+
 Exit codes: 0 done (in sync or repaired), 1 failed (iptables, state file),
 2 the config file was refused, 64 bad command line.
 
@@ -48,11 +53,14 @@ __metaclass__ = type
 import os
 import sys
 
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.addresses import check_snat_local
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backends import BACKENDS, Backends
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.config import (
     DEFAULT_CONFIG_PATH,
     defaults,
+    in_file_terms,
     parse_config,
+    policy_options,
     read_config,
     render_config,
 )
@@ -168,6 +176,7 @@ def build_policy(settings, opts):
         jump_position=opts.jump_position,
         cidr_limit=settings['cidr_limit'],
         rule_format=opts.rule_format,
+        **policy_options(settings)
     )
 
 
@@ -190,8 +199,9 @@ def _settings(text, opts):
         settings, warnings = parse_config(text, ipv6=opts.enable_ipv6, rule_format=opts.rule_format)
     try:
         policy = build_policy(settings, opts)
+        check_snat_local(policy)    # refused like a bad file: the last good configuration is enforced
     except MasqError as e:
-        raise ConfigError(e.msg)
+        raise ConfigError(in_file_terms(e.msg))
     return settings, warnings, policy
 
 
@@ -214,7 +224,43 @@ def _fallback(opts, state_text, log, refused):
 
 
 def cycle(opts, log):
-    """Run one cycle; return the exit code."""
+    """Run one cycle; return the exit code.  With ``--metrics-dir`` (and not
+    ``--check``) its metrics are written at its end, whatever its outcome."""
+    seen = {}
+    if not opts.metrics_dir or opts.check:
+        return _cycle(opts, log, seen)
+    import time  # pylint: disable=import-outside-toplevel
+
+    started = time.monotonic()
+    code = EXIT_FAILED
+    try:
+        code = _cycle(opts, log, seen)
+    finally:
+        _write_metrics(opts, log, seen, code, time.monotonic() - started)
+    return code
+
+
+def _write_metrics(opts, log, seen, code, duration):
+    """The cycle's metrics (``metrics.py``); a failure is a warning only."""
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core import metrics  # pylint: disable=import-outside-toplevel
+
+    outcome = 'ok' if code == EXIT_OK else 'config_refused' if code == EXIT_CONFIG else 'failed'
+    path = os.path.join(opts.metrics_dir, metrics.FILE_NAME)
+    try:
+        result = seen.get('result')
+        rules = metrics.rules_in_place(result, seen['policy']) if result is not None else None
+        _text, problem = metrics.update(opts.metrics_dir, outcome, duration, config_valid=seen.get('config_valid'),
+                                        repairs=seen.get('repairs', ()), rules=rules)
+    except Exception as e:  # pylint: disable=broad-except
+        log('warning', 'metrics: %s was not written (%s); the cycle itself is not affected.'
+            % (path, getattr(e, 'strerror', None) or e))
+        return
+    if problem:
+        log('warning', 'metrics: the previous %s %s: its counters start again at 0.' % (path, problem))
+
+
+def _cycle(opts, log, seen):
+    """One cycle; what metrics need goes into ``seen``."""
     check_flags(opts)
     state_text = read_state(opts.state_file, log)
     refused = None
@@ -222,8 +268,10 @@ def cycle(opts, log):
     try:
         text = read_config(opts.config)
         settings, warnings, policy = _settings(text, opts)
+        seen['config_valid'] = True
     except ConfigError as e:
         refused = e
+        seen['config_valid'] = False
         policy = _fallback(opts, state_text, log, refused)
         if policy is None:
             return EXIT_CONFIG
@@ -246,6 +294,10 @@ def cycle(opts, log):
                     % (opts.config, settings['resync_interval'], timer))
 
     result = sync(policy, Backends(make_run(), find, choice=opts.backend), check_mode=opts.check)
+    seen.update(result=result, policy=policy)
+    if not new_config and not opts.check:
+        # A repair of the configuration already enforced: drift (a changed file's first apply is not).
+        seen['repairs'] = result['drift_kinds']
 
     if result['actions']:
         if opts.check:
@@ -292,13 +344,15 @@ USAGE = """usage: %(prog)s [--config PATH] [--masq-chain NAME] [--nomasq-all-res
                      [--enable-ipv6[=BOOL]] [--random-fully[=BOOL]] [--to-ports RANGES]
                      [--jump-position append|first] [--rule-format docs|upstream]
                      [--backend auto|iptables|nftables]
-                     [--state-file PATH] [--resync-interval DURATION]
+                     [--state-file PATH] [--resync-interval DURATION] [--metrics-dir DIR]
                      [--once] [--check] [--log-format auto|journal|plain] [-v] [-h]
 """ % {'prog': PROG}
 
 HELP = USAGE + """
 One cycle of the Kubernetes ip-masq-agent on a node without Kubernetes: read the agent
-config file (YAML or JSON, the upstream schema) and make the nat chain and its POSTROUTING
+config file (YAML or JSON, the upstream schema, plus the ipmasq.agent extension keys
+exceptionCIDRs, masqueradeCIDRs, snatTo, snatToRequireLocal, sourceCIDRs and
+outInterfaces, which the upstream agent ignores) and make the nat chain and its POSTROUTING
 jump (or, with --backend nftables, our nftables table) match it. Nothing is written when
 nothing drifted. The flags mirror upstream's.
 
@@ -327,6 +381,9 @@ nothing drifted. The flags mirror upstream's.
                             enforced when the config file is refused
   --resync-interval DUR     the interval the timer runs this at (Go duration); only
                             used to warn when the file's resyncInterval differs
+  --metrics-dir DIR         write the cycle's metrics to DIR/ip_masq_agent.prom at the
+                            end of every cycle, for node_exporter's textfile
+                            collector (default: none, no metrics; not with --check)
   --once                    run one cycle and exit (the default; systemd's timer
                             schedules the next one)
   --check                   report what would change; write nothing
@@ -353,6 +410,7 @@ FLAGS = {
     '--backend': ('backend', BACKENDS, 'auto'),
     '--state-file': ('state_file', 'str', DEFAULT_STATE_FILE),
     '--resync-interval': ('resync_interval', 'str', None),
+    '--metrics-dir': ('metrics_dir', 'str', None),
     '--once': ('once', 'bool', False),
     '--check': ('check', 'bool', False),
     '--log-format': ('log_format', ('auto', 'journal', 'plain'), 'auto'),

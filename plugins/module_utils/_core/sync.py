@@ -31,19 +31,23 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.addresses import check_snat_local
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.lock import Lock
 
 
 class Step:
     """One write: a label (``IPv4``), what it does, the function doing it
-    and, optionally, the function that takes it back."""
+    and, optionally, the function that takes it back.  ``kinds``: what each
+    action repairs, one machine-readable word per action (``chain_missing``,
+    ``table_rewritten``, ...: the vocabulary is in ``metrics.py``)."""
 
-    def __init__(self, label, actions, write, undo=None):
+    def __init__(self, label, actions, write, undo=None, kinds=()):
         self.label = label
         self.actions = list(actions)
         self.write = write
         self.undo = undo
+        self.kinds = list(kinds)
 
     def described(self):
         return ['%s: %s' % (self.label, a) for a in self.actions]
@@ -66,6 +70,11 @@ class Plan:
     @property
     def actions(self):
         return [a for step in self.steps for a in step.described()]
+
+    @property
+    def kinds(self):
+        """The steps' kinds, in the order of ``actions``."""
+        return [k for step in self.steps for k in step.kinds]
 
     def apply(self):
         """Write every step in order.  When one fails: undo the written steps
@@ -143,6 +152,8 @@ def sync(policy, backend, state='present', check_mode=False, chain=None, adopt=F
     if state == 'present' and policy is None:
         raise MasqError('state=present needs a policy.')
     want = policy if state == 'present' else None
+    if want is not None:
+        check_snat_local(want)
     with _no_cyclic_gc():
         reading, todo = locked(lambda: backend.read(want, chain),
                                lambda seen: backend.plan(seen, want, chain, adopt),

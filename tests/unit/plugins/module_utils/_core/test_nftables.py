@@ -97,8 +97,8 @@ def test_desired_defaults():
     assert desired.name == 'ip-masq-agent' and desired.families == (4,)
     assert desired.rule_texts() == [LOCAL, 'ip daddr 169.254.0.0/16 ' + RET, 'ip daddr @nonmasq-ipv4 ' + RET,
                                     'meta nfproto ipv4 masquerade ' + MASQ]
-    assert [nftables.element_text(e) for e in desired.elements[4]] == ['10.0.0.0/8', '172.16.0.0/12',
-                                                                       '192.168.0.0/16']
+    assert [nftables.element_text(e) for e in desired.elements['nonmasq-ipv4']] == [
+        '10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16']
 
 
 def test_desired_ipv6_link_local_masqueraded_random_fully_and_ports():
