@@ -190,7 +190,8 @@ def role_vars(base, **extra):
 
 
 def test_resync_installs_idempotently_and_switching_it_off_removes_only_ours(tmp_path, node_ns):
-    values = role_vars(tmp_path)
+    textfile = os.path.join(str(tmp_path), 'textfile')
+    values = role_vars(tmp_path, ip_masq_metrics_dir=textfile)
     units = os.path.join(str(tmp_path), 'etc/systemd/system')
     tmpfiles = os.path.join(str(tmp_path), 'etc/tmpfiles.d/ip-masq-agent.conf')
     locks = [values['__ip_masq_xtables_lock'], values['__ip_masq_writers_lock']]
@@ -230,6 +231,11 @@ def test_resync_installs_idempotently_and_switching_it_off_removes_only_ours(tmp
     with open(os.path.join(values['ip_masq_state_dir'], 'last-good-config'), 'w') as handle:
         handle.write('nonMasqueradeCIDRs: []\n')
     os.makedirs(os.path.join(values['ip_masq_state_dir'], 'backup'), exist_ok=True)
+    # The metrics file goes too (node_exporter would export it, stale); others' files stay.
+    os.makedirs(textfile)
+    for name in ('ip_masq_agent.prom', 'other.prom'):
+        with open(os.path.join(textfile, name), 'w') as handle:
+            handle.write('x 1\n')
     off = dict(values, ip_masq_resync_enabled=False)
     rc, tasks = playbook(ROLE_PLAYBOOK, off, check_mode=True, ns=node_ns)
     assert rc == 0 and 'Remove the resync units, the tmpfiles.d entry and the last good config' in changed(
@@ -242,6 +248,7 @@ def test_resync_installs_idempotently_and_switching_it_off_removes_only_ours(tmp
     assert os.listdir(units) == []
     assert not os.path.exists(tmpfiles)
     assert os.listdir(values['ip_masq_state_dir']) == ['backup']
+    assert os.listdir(textfile) == ['other.prom']
     for lock in locks:
         assert os.path.exists(lock), 'the lock files are shared with other runs and tools'
     assert os.path.exists(values['ip_masq_config_path'])

@@ -18,18 +18,35 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import errno
 import os
+
+
+_TEMP_FLAGS = (os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, 'O_NOFOLLOW', 0) | getattr(os, 'O_CLOEXEC', 0))
+
+
+def _make_temp(directory, prefix, suffix):
+    """``(fd, path)`` of a new file (0600) of a name nobody has, as
+    ``tempfile.mkstemp`` makes it, without importing ``tempfile`` (and with
+    it ``re``, ``random`` and ``shutil``: more than a resync cycle's work)."""
+    for _attempt in range(100):
+        path = os.path.join(directory, '%s%s%s' % (prefix, ''.join('%02x' % b for b in bytearray(os.urandom(6))),
+                                                   suffix))
+        try:
+            return os.open(path, _TEMP_FLAGS, 0o600), path
+        except OSError as e:
+            if e.errno != errno.EEXIST:
+                raise
+    raise OSError(errno.EEXIST, 'no free temporary file name', directory)
 
 
 def write_temp(directory, data, mode=0o600, uid=None, gid=None, prefix='.ipmasq-agent.'):
     """``data`` (bytes, or text written as UTF-8 with surrogateescape) in a new
     temporary file in ``directory``, synced, with ``mode`` and owner; returns
     its path.  On failure nothing is left behind."""
-    import tempfile  # pylint: disable=import-outside-toplevel
-
     if not isinstance(data, bytes):
         data = data.encode('utf-8', 'surrogateescape')
-    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix='.ipmasq-tmp', dir=directory)
+    fd, tmp = _make_temp(directory, prefix, '.ipmasq-tmp')
     try:
         with os.fdopen(fd, 'wb') as handle:
             handle.write(data)
