@@ -151,23 +151,26 @@ def check_label(plugin: str, value: object, default: str = 'the list', option: s
     return str(value)
 
 
-def as_list(plugin: str, value: object, label: str) -> list:
-    """The input of every list filter: a list (or tuple, or iterator), nothing else."""
+def as_list(plugin: str, value: object, label: str, what: str = 'CIDR') -> list:
+    """The input of every list filter: a list (or tuple, or iterator), nothing else.
+
+    what: what one entry is, in the messages (C(CIDR), C(address)).
+    """
     label = 'the input' if label == 'the list' else label
     if isinstance(value, (list, tuple)):
         return list(value)
     if isinstance(value, str):
         raise CidrError(
-            plugin, f'{label} must be a list of CIDR strings, got the string {show(value)}; '
-            f'even one CIDR must be a list: [{show(value)}]')
+            plugin, f'{label} must be a list of {what} strings, got the string {show(value)}; '
+            f'even one {what} must be a list: [{show(value)}]')
     if isinstance(value, Iterator):
         return list(value)
     if value is None:
         raise CidrError(
-            plugin, f'{label} must be a list of CIDR strings, got null '
+            plugin, f'{label} must be a list of {what} strings, got null '
             '(is the variable set to nothing in YAML?)')
     raise CidrError(
-        plugin, f'{label} must be a list of CIDR strings, got {type_phrase(value)}: {show(value)}')
+        plugin, f'{label} must be a list of {what} strings, got {type_phrase(value)}: {show(value)}')
 
 
 # ---------------------------------------------------------------- parsing
@@ -183,6 +186,26 @@ def _bad_address(addr: str, version: int) -> str:
     if '%' in addr:
         return 'an IPv6 zone index (%...) has no place in a CIDR'
     return 'not an IP address or CIDR'
+
+
+def parse_address(text: str) -> tuple[int | None, int | None, str | None]:
+    """One bare address (no prefix length), as inet_pton reads it:
+    (version, value, None) when valid, else (None, None, reason)."""
+    if not text.isascii() or any(ch.isspace() for ch in text):
+        return None, None, 'not an IP address (it contains spaces or non-ASCII characters)'
+    version = 6 if ':' in text else 4
+    try:
+        number = netaddr.IPAddress(text, version, flags=netaddr.INET_PTON).value
+    except (netaddr.AddrFormatError, ValueError, TypeError):
+        reason = _bad_address(text, version)
+        return None, None, (reason.replace('not an IP address or CIDR', f'{show(text)} is not an IP address')
+                            .replace('has no place in a CIDR', 'has no place here'))
+    return version, number, None
+
+
+def address_text(version: int, number: int) -> str:
+    """Canonical text of one address: cidr_text without the prefix length."""
+    return cidr_text(version, number, _BITS[version]).rpartition('/')[0]
 
 
 def parse_entry(value: object, bare_address: str = 'refuse',

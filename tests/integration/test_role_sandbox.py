@@ -10,9 +10,11 @@ ansible-core (IMQ_ANSIBLE_BIN); pytest runs it with .venv's."""
 import os
 import shlex
 
+import pytest
 import yaml
 
 import netlab
+import policy_view
 from policy_view import FOREIGN
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -126,3 +128,81 @@ def test_a_node_without_systemd_is_told_up_front_and_nothing_changes(nft_node, t
     assert not os.path.exists(values['ip_masq_config_path'])
     assert not [n for n in ran if 'Install' in n or 'Apply' in n], ran
     assert not os.listdir(values['ip_masq_unit_dir'])
+
+
+# The extensions (ip_masq_exception_cidrs, ip_masq_source_cidrs): the role's
+# listing, written by hand. Pods in 10.244.0.0/16 masquerade to 10.244.7.0/24
+# (inside the kept 10.244.0.0/16) all the same; only pod traffic is rewritten.
+EXC_COMMENT = '-m comment --comment "ip-masq-agent: an exception inside the cluster-local CIDRs is subject to MASQUERADE"'
+EXT_IPT = [
+    ':IP-MASQ-AGENT -',
+    policy_view.JUMP % ('IP-MASQ-AGENT', 'IP-MASQ-AGENT'),
+    '-A IP-MASQ-AGENT -s 10.244.0.0/16 -d 10.244.7.0/24 %s -m addrtype ! --dst-type LOCAL -j MASQUERADE' % EXC_COMMENT,
+    '-A IP-MASQ-AGENT -d 169.254.0.0/16 ' + policy_view.RET,
+    '-A IP-MASQ-AGENT -d 10.244.0.0/16 ' + policy_view.RET,
+    '-A IP-MASQ-AGENT -d 10.30.0.0/16 ' + policy_view.RET,
+    '-A IP-MASQ-AGENT -s 10.244.0.0/16 ' + policy_view.MASQ,
+]
+EXT_NFT = {
+    'sets': {'nonmasq-ipv4': ('ipv4_addr', ['interval'], ['10.30.0.0/16', '10.244.0.0/16']),
+             'exceptions-ipv4': ('ipv4_addr', ['interval'], ['10.244.7.0/24']),
+             'sources-ipv4': ('ipv4_addr', ['interval'], ['10.244.0.0/16'])},
+    'chains': {'postrouting': (policy_view.NFT_HEADER, [
+        'ip saddr != @sources-ipv4 return comment "ip-masq-agent: traffic from other sources keeps its source address"',
+        policy_view.NFT_LOCAL,
+        'ip daddr @exceptions-ipv4 masquerade comment '
+        '"ip-masq-agent: an exception inside the cluster-local CIDRs is subject to MASQUERADE"',
+        'ip daddr 169.254.0.0/16 ' + policy_view.NFT_RET,
+        'ip daddr @nonmasq-ipv4 ' + policy_view.NFT_RET,
+        'meta nfproto ipv4 masquerade ' + policy_view.NFT_MASQ_COMMENT,
+    ])},
+    'other': [],
+}
+
+
+@pytest.mark.parametrize('kind', ['iptables-nft', 'nftables'])
+def test_the_role_applies_the_extensions_and_the_resync_keeps_them(make_node, tmp_path, kind):
+    """ip_masq_exception_cidrs and ip_masq_source_cidrs from the inventory to
+    the node: the listing, the config file (the resync's input), a second
+    run and a resync cycle that change nothing, and a cycle that repairs
+    drift. Then a combination that makes no sense fails on the controller:
+    nothing on the node changes."""
+    node = make_node(kind)
+    values = role_vars(tmp_path, ip_masq_backend=node.policy, ip_masq_audit='skip',
+                       ip_masq_exception_cidrs=[' 10.244.7.0/24'], ip_masq_source_cidrs=['10.244.0.0/16'])
+    want = ({'ipv4': [], 'ipv6': [], 'nft': EXT_NFT} if node.policy == 'nftables'
+            else {'ipv4': EXT_IPT, 'ipv6': [], 'nft': None})
+    assert 'Apply the SNAT policy' in ' '.join(run(node, values))
+    assert node.state() == want
+    with open(values['ip_masq_config_path']) as handle:
+        config = yaml.safe_load(handle)
+    assert config['exceptionCIDRs'] == ['10.244.7.0/24'] and config['sourceCIDRs'] == ['10.244.0.0/16']
+    assert not {'masqueradeCIDRs', 'snatTo', 'snatToRequireLocal', 'outInterfaces'} & set(config)
+    assert run(node, values) == []
+
+    argv, env = service_command(values['ip_masq_unit_dir'])
+    env['PATH'] = os.pathsep.join([node.backend.path_dir, '/usr/sbin', '/usr/bin', '/sbin', '/bin'])
+    before = node.snapshot()
+    proc = node.ns.exec(argv, check=False, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert node.snapshot() == before, 'the resync changed a policy that had not drifted'
+    if node.policy == 'iptables':
+        node.ipt('-F', 'IP-MASQ-AGENT')
+    else:
+        node.nft('flush', 'chain', 'inet', 'ip-masq-agent', 'postrouting')
+    assert node.state() != want
+    proc = node.ns.exec(argv, check=False, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert node.state() == want
+
+    with open(values['ip_masq_config_path']) as handle:
+        config_text = handle.read()
+    before = node.snapshot()
+    (name, msg), ran = run(node, dict(values, ip_masq_masquerade_cidrs=['192.0.2.0/24']), fail=True)
+    assert name.endswith('Refuse IPv6 CIDRs while IPv6 is off, lists over the limit, bad intervals, paths '
+                         'and combinations'), name
+    assert 'ip_masq_masquerade_cidrs of localhost cannot be combined with ip_masq_exception_cidrs' in msg, msg
+    assert not [n for n in ran if 'Write' in n or 'Apply' in n], ran
+    assert node.snapshot() == before
+    with open(values['ip_masq_config_path']) as handle:
+        assert handle.read() == config_text

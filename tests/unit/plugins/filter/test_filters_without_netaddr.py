@@ -33,6 +33,8 @@ for kind, name, uses_netaddr in json.loads(sys.argv[1]):
     required = [p for p in inspect.signature(func).parameters.values()
                 if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     args = ['10.0.0.0/8'] if kind == 'test' else [['10.0.0.0/8']] * len(required)
+    if name == 'snat_to':   # a list of addresses, not of CIDRs
+        args = [['203.0.113.7']]
     try:
         result = func(*args)
     except AnsibleFilterError as exc:
@@ -78,7 +80,7 @@ def run(tmp_path, hide):
 def test_there_are_plugins_to_check():
     assert {('filter', 'cidr_list'), ('filter', 'nonmasq_guard'), ('filter', 'cidr_aggregate'),
             ('filter', 'cidr_aggregate_report'), ('filter', 'cidr_split'), ('filter', 'cidr_overlaps'),
-            ('filter', 'reserved_ranges'), ('test', 'cidr')} <= set(cidr_plugins())
+            ('filter', 'reserved_ranges'), ('filter', 'snat_to'), ('test', 'cidr')} <= set(cidr_plugins())
 
 
 def test_without_netaddr_plugins_load_and_calls_name_the_library(tmp_path):
