@@ -27,6 +27,22 @@ in the node must list exactly as many masqueraded flows as packets were
 sent (else the run fails: the bench cannot measure nothing).  Backends and
 sizes are interleaved and rotated; medians.
 
+extconn: the same measurement with the extensions that add set lookups to
+the nft chain: exception_cidrs (E exceptions, the lower /25 of kept /24s)
+and source_cidrs (S sources, the pod's /32 among them, last), and both, at
+the smallest and the largest N, beside the baseline (no extension) at both;
+E and S are the smallest N and the largest N.  The pod's packets take the
+whole chain: its source is listed (the ``ip saddr != @sources`` return does
+not match), the destination is in no exception and in no kept range, so
+the exceptions, link-local and kept lookups are all made and the packet is
+masqueraded by the last rule.  Before the measurement each path is probed
+(PROBE packets each, expectations written here from the semantics): from a
+second pod address not in the sources nothing is masqueraded, to an address
+of an exception (10.0.0.1) everything is, to an address of a kept /24
+outside the exceptions (10.0.0.200) nothing is.  iptables-nft beside it,
+when part conn compares it too, without the E x S rule product at the
+largest N (E x S + N + S + 1 rules).
+
 nftcore: ``node_nft.py measure``: the core with backend=nftables against
 the bare nft commands (see there), at the same N.
 
@@ -42,6 +58,11 @@ import benchlib
 import netlab
 
 DST = '203.0.113.10'
+POD = '192.0.2.2'
+POD_OTHER = '192.0.2.3'      # part extconn: a second pod address, never among the sources
+EXC_ADDR = '10.0.0.1'        # in the first exception, 10.0.0.0/25
+KEPT_ADDR = '10.0.0.200'     # in the first kept /24, outside its exception
+PROBE = 64                   # packets per probe of part extconn
 NEIGH_MAC = '02:00:5e:00:53:0a'     # locally administered, never answered
 FULL_SIZES = (10, 1000, 5000, 20000)
 QUICK_SIZES = (10, 20000)
@@ -74,19 +95,36 @@ def _conntrack():
 # ---------------------------------------------------------------------------
 
 class Path:
-    """One pod -> node -> nowhere topology, with the node's policy in place."""
+    """One pod -> node -> nowhere topology, with the node's policy in place.
 
-    def __init__(self, backend, size):
+    ``exceptions``/``sources`` (part extconn): the policy's exception_cidrs
+    and source_cidrs counts (0: not set); ``probes``: the extra pod address
+    and routes of part extconn, and its probes before the measurement."""
+
+    def __init__(self, backend, size, exceptions=0, sources=0, probes=False):
         self.backend = backend          # 'floor', 'nftables', 'iptables-nft', 'iptables-legacy'
         self.size = size
+        self.exceptions = exceptions
+        self.sources = sources
+        self.probes = probes
         self.pod = self.node = None
         self.setup = None
+        self.probed = []
+
+    @property
+    def config(self):
+        return '+'.join(name for name, count in (('exceptions', self.exceptions), ('sources', self.sources))
+                        if count) or ('floor' if self.backend == 'floor' else 'baseline')
+
+    def label(self):
+        text = self.backend + ('' if self.size is None else ' N=%d' % self.size)
+        return text + ''.join(' %s=%d' % (k, v) for k, v in (('E', self.exceptions), ('S', self.sources)) if v)
 
     def create(self, tools):
         self.pod = netlab.Netns('pod')
         self.node = netlab.Netns('node')
         netlab.link(self.pod, 'eth0', self.node, 'veth0')
-        netlab.addr(self.pod, 'eth0', '192.0.2.2/24')
+        netlab.addr(self.pod, 'eth0', POD + '/24')
         netlab.addr(self.node, 'veth0', '192.0.2.1/24')
         self.pod.exec(['ip', 'route', 'add', '203.0.113.0/24', 'via', '192.0.2.1'])
         self.node.sysctl('net.ipv4.ip_forward', 1)
@@ -95,25 +133,62 @@ class Path:
         self.node.exec(['ip', 'link', 'set', 'out0', 'up'])
         netlab.addr(self.node, 'out0', '203.0.113.1/24')
         self.node.exec(['ip', 'neigh', 'replace', DST, 'lladdr', NEIGH_MAC, 'dev', 'out0', 'nud', 'permanent'])
+        if self.probes:
+            # The probes' extra source and destinations: 10.0.0.0/8 goes out of out0 through
+            # DST's permanent neighbour entry (no ARP), into the same dead end.
+            netlab.addr(self.pod, 'eth0', POD_OTHER + '/24')
+            self.pod.exec(['ip', 'route', 'add', '10.0.0.0/8', 'via', '192.0.2.1'])
+            self.node.exec(['ip', 'route', 'add', '10.0.0.0/8', 'via', DST, 'dev', 'out0'])
         if self.backend == 'floor':
             self.node.exec(['nft', '-f', '-'], input=FLOOR_TABLE)
             self.setup = {'backend': 'floor'}
         else:
             choice = 'nftables' if self.backend == 'nftables' else 'iptables'
             flavour = tools['legacy'] if self.backend == 'iptables-legacy' else tools['nft']
-            self.setup = benchlib.node_script(self.node, 'node_nft.py', ['apply', choice, str(self.size)], flavour)
+            args = ['apply', choice, str(self.size)]
+            if self.exceptions or self.sources:
+                args += [str(self.exceptions), str(self.sources), POD + '/32']
+            self.setup = benchlib.node_script(self.node, 'node_nft.py', args, flavour)
         # Warm-up: neighbour entries, caches; then an empty conntrack table.
         self.send(tools, 200, 1.0)
         self.flush()
+        if self.probes and self.backend != 'floor':
+            self.probe_all(tools)
+
+    def probe_all(self, tools):
+        """What the policy does with the pod's traffic, checked (expectations by hand):
+        a source outside source_cidrs keeps its address; an exception's address is
+        masqueraded; a kept address outside the exceptions is not."""
+        checks = [
+            ('from %s (not a listed source) to %s' % (POD_OTHER, DST), DST, POD_OTHER, not self.sources),
+            ('to %s (in the exception 10.0.0.0/25)' % EXC_ADDR, EXC_ADDR, None, bool(self.exceptions)),
+            ('to %s (kept, in no exception)' % KEPT_ADDR, KEPT_ADDR, None, False),
+        ]
+        for what, dst, src, masqueraded in checks:
+            self.flush()
+            res = self.send(tools, PROBE, 2.0, dst=dst, src=src)
+            flows, natted = self.flows(dst), self.natted(dst)
+            self.flush()
+            want = res['packets'] if masqueraded else 0
+            if res['packets'] != PROBE or res['errors'] or flows != res['packets'] or natted != want:
+                raise RuntimeError('extconn %s: probe %s: %d packets sent (%d errors), %d flows, %d masqueraded; '
+                                   'expected %d flows, %d masqueraded'
+                                   % (self.label(), what, res['packets'], res['errors'], flows, natted, PROBE, want))
+            self.probed.append('%s: %d of %d masqueraded' % (what, natted, flows))
 
     def flush(self):
         self.node.exec([_conntrack(), '-F'])
 
-    def send(self, tools, count, seconds):
-        return benchlib.node_script(self.pod, 'pod_send.py', [DST, str(count), str(seconds)], tools['nft'])
+    def send(self, tools, count, seconds, dst=DST, src=None):
+        return benchlib.node_script(self.pod, 'pod_send.py', [dst, str(count), str(seconds)] + ([src] if src else []),
+                                    tools['nft'])
 
-    def natted(self):
-        proc = self.node.exec([_conntrack(), '-L', '-p', 'udp', '--orig-dst', DST, '--src-nat'], timeout=120)
+    def natted(self, dst=DST):
+        proc = self.node.exec([_conntrack(), '-L', '-p', 'udp', '--orig-dst', dst, '--src-nat'], timeout=120)
+        return sum(1 for line in proc.stdout.splitlines() if line.strip())
+
+    def flows(self, dst):
+        proc = self.node.exec([_conntrack(), '-L', '-p', 'udp', '--orig-dst', dst], timeout=120)
         return sum(1 for line in proc.stdout.splitlines() if line.strip())
 
     def measure(self, tools, count, seconds):
@@ -122,9 +197,9 @@ class Path:
         natted = self.natted()
         self.flush()
         if res['packets'] <= 0 or res['errors'] or natted != res['packets']:
-            raise RuntimeError('conn %s N=%s: %d packets sent (%d errors), %d masqueraded flows in conntrack: '
+            raise RuntimeError('conn %s: %d packets sent (%d errors), %d masqueraded flows in conntrack: '
                                'the measurement did not measure NATed new connections'
-                               % (self.backend, self.size, res['packets'], res['errors'], natted))
+                               % (self.label(), res['packets'], res['errors'], natted))
         res['natted'] = natted
         return res
 
@@ -140,20 +215,53 @@ def _rotate(items, k):
 
 
 def part_conn(sizes, backends, reps, count=CONN_COUNT, seconds=CONN_SECONDS):
+    paths = [Path('floor', None)] + [Path(b, n) for n in sizes for b in backends]
+    out = _measure_paths('conn', paths, backends, reps, count, seconds)
+    out.update({'sizes': list(sizes), 'backends': list(backends)})
+    return out
+
+
+def extconn_paths(sizes, backends):
+    """The paths of part extconn: floor; per backend the baseline at the
+    smallest and the largest N, and exceptions, sources and both at each of
+    them with E, S = the smallest N and, at the largest N, the largest too.
+    iptables (E x S + N + S + 1 rules) without both at the largest E and S."""
+    small, large = sizes[0], sizes[-1]
+    configs = [(small, 0, 0), (large, 0, 0), (small, small, 0), (small, 0, small), (small, small, small),
+               (large, small, 0), (large, large, 0), (large, 0, small), (large, 0, large),
+               (large, small, small), (large, large, large)]
+    seen, paths = set(), [Path('floor', None, probes=True)]
+    for backend in backends:
+        for size, exc, src in configs:
+            if (backend, size, exc, src) in seen or (backend != 'nftables' and exc * src > small * small):
+                continue
+            seen.add((backend, size, exc, src))
+            paths.append(Path(backend, size, exc, src, probes=True))
+    return paths
+
+
+def part_extconn(sizes, backends, reps, count=CONN_COUNT, seconds=CONN_SECONDS):
+    backends = [b for b in backends if b in ('nftables', 'iptables-nft')]
+    out = _measure_paths('extconn', extconn_paths(sizes, backends), backends, reps, count, seconds)
+    out.update({'sizes': [sizes[0], sizes[-1]], 'backends': backends})
+    return out
+
+
+def _measure_paths(part, paths, backends, reps, count, seconds):
     tools = {'nft': netlab.Backend('nft')}
     if 'iptables-legacy' in backends:
         tools['legacy'] = netlab.Backend('legacy')
-    paths = [Path('floor', None)] + [Path(b, n) for n in sizes for b in backends]
     started = time.time()
     load = [os.getloadavg()[0]]
     try:
         for path in paths:
-            log('conn: topology for %s%s' % (path.backend, '' if path.size is None else ' N=%d' % path.size))
+            log('%s: topology for %s' % (part, path.label()))
             path.create(tools)
+        setup_s = round(time.time() - started)
         runs = dict((id(p), []) for p in paths)
         for rep in range(reps):
-            log('conn: rep %d/%d (%d paths, each at most %d packets and %.1f s)'
-                % (rep + 1, reps, len(paths), count, seconds))
+            log('%s: rep %d/%d (%d paths, each at most %d packets and %.1f s)'
+                % (part, rep + 1, reps, len(paths), count, seconds))
             # Interleaved, the order rotated and reversed every other rep.
             order = _rotate(paths, rep * 5)
             if rep % 2:
@@ -165,6 +273,8 @@ def part_conn(sizes, backends, reps, count=CONN_COUNT, seconds=CONN_SECONDS):
             samples = runs[id(path)]
             rows.append({
                 'backend': path.backend, 'size': path.size, 'reps': len(samples),
+                'exceptions': path.exceptions, 'sources': path.sources, 'config': path.config,
+                'probes': path.probed,
                 'cpu_us': statistics.median(1e6 * s['cpu'] / s['packets'] for s in samples),
                 'cpu_us_min': min(1e6 * s['cpu'] / s['packets'] for s in samples),
                 'cpu_us_max': max(1e6 * s['cpu'] / s['packets'] for s in samples),
@@ -176,8 +286,8 @@ def part_conn(sizes, backends, reps, count=CONN_COUNT, seconds=CONN_SECONDS):
                 'natted_ok': all(s['natted'] == s['packets'] for s in samples),
                 'setup': path.setup,
             })
-        return {'sizes': list(sizes), 'backends': list(backends), 'reps': reps, 'count': count,
-                'seconds': seconds, 'rows': rows, 'duration_s': round(time.time() - started),
+        return {'reps': reps, 'count': count, 'seconds': seconds, 'rows': rows,
+                'duration_s': round(time.time() - started), 'setup_s': setup_s,
                 'load': load + [os.getloadavg()[0]]}
     finally:
         for path in paths:
@@ -360,4 +470,88 @@ def report(results):
                             % (_x(ratio), nft_first['cpu_us'], nft_last['cpu_us'], '; '.join(beside) or '-'),
                             ratio is not None and ratio <= TARGET_CONN_RATIO))
 
+    ext = results.get('extconn')
+    if ext:
+        out_ext, targets_ext = report_extconn(ext)
+        out += out_ext
+        targets += targets_ext
+
+    return out, targets
+
+
+def report_extconn(ext):
+    """Section 8 and its targets: (markdown lines, targets)."""
+    out, targets = [], []
+    rows = ext['rows']
+    floor = next((r for r in rows if r['backend'] == 'floor'), None)
+    small, large = ext['sizes']
+    base = dict(((r['backend'], r['size']), r) for r in rows if r['config'] == 'baseline')
+    out += ['## 8. Cost per new connection with exception_cidrs and source_cidrs (part extconn)', '',
+            'The path of part conn (pod %s → node → %s, one UDP datagram per destination port, a new conntrack '
+            'tuple each), the policy written by the core with the extensions: **E** exception_cidrs (the lower '
+            '/25 of E of the N kept /24s, spread over the list), **S** source_cidrs (S - 1 spaced /26s of '
+            '100.64.0.0/10 and the pod\'s %s/32, last). The pod\'s packets take the whole chain: their source is '
+            'listed, the destination is in no exception and no kept range, so every set lookup is made and the '
+            'last rule masquerades them (nft: `ip saddr != @sources-ipv4 return`, the local check, `ip daddr '
+            '@exceptions-ipv4 masquerade`, link-local, `ip daddr @nonmasq-ipv4 return`, `masquerade`; iptables: '
+            'E x S exception rules with `-s`/`-d`, the N + 1 RETURNs, S MASQUERADE rules with `-s`). Every '
+            'path was probed first (%d packets each, expectations written in the bench): from %s, not a listed '
+            'source, nothing masqueraded when S > 0 (everything when S = 0); to %s (in 10.0.0.0/25, an exception) '
+            'everything masqueraded when E > 0 (nothing when E = 0); to %s (kept, in no exception) nothing; and '
+            'every set\'s element count and the order of the chain\'s lookups (sources, exceptions, kept) were '
+            'checked after the apply. Each repetition at most %s packets and %.1f s, every one checked: as many '
+            'masqueraded flows in conntrack as packets sent. All paths interleaved, %d repetitions, medians; '
+            'CPU µs/conn as in part conn; the ratios are to the same backend\'s baseline (no extension).'
+            % (POD, DST, POD, PROBE, POD_OTHER, EXC_ADDR, KEPT_ADDR, _n(ext['count']), ext['seconds'], ext['reps']),
+            '',
+            '| backend | config | N | E | S | CPU µs/conn | ÷ baseline at N=%s | ÷ baseline at same N | over floor µs '
+            '| min to max | conn/s |' % _n(small),
+            '|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|']
+    for row in rows:
+        if row['backend'] == 'floor':
+            continue
+        first, same = base.get((row['backend'], small)), base.get((row['backend'], row['size']))
+        out.append('| %s | %s | %s | %s | %s | %.2f | %s | %s | %s | %.2f to %.2f | %s |'
+                   % (row['backend'], row['config'], _n(row['size']), _n(row['exceptions']) if row['exceptions']
+                      else '-', _n(row['sources']) if row['sources'] else '-', row['cpu_us'],
+                      _x(_ratio(row['cpu_us'], first and first['cpu_us'])),
+                      _x(_ratio(row['cpu_us'], same and same['cpu_us'])),
+                      '%.2f' % (row['cpu_us'] - floor['cpu_us']) if floor else '-',
+                      row['cpu_us_min'], row['cpu_us_max'], '{:,.0f}'.format(row['cps'])))
+    if floor:
+        out += ['', 'Floor (bare `masquerade`, no set, no rule to walk): %.2f µs/conn (%.2f to %.2f), %s conn/s.'
+                % (floor['cpu_us'], floor['cpu_us_min'], floor['cpu_us_max'], '{:,.0f}'.format(floor['cps']))]
+    bad = [r for r in rows if not r['natted_ok']]
+    out += ['', 'Every repetition of every path: as many masqueraded flows in conntrack as packets sent: %s. '
+            'Probes passed on every path (the run stops otherwise); for example %s: %s.'
+            % ('yes' if not bad else 'NO (%s)' % ', '.join(r['backend'] for r in bad),
+               next(('%s N=%s E=%s S=%s' % (r['backend'], _n(r['size']), r['exceptions'], r['sources'])
+                     for r in rows if r['probes'] and r['exceptions'] and r['sources']), '-'),
+               next(('; '.join(r['probes']) for r in rows if r['probes'] and r['exceptions'] and r['sources']), '-')),
+            'Part extconn took %d s (%d s of it building the %d paths: the core\'s apply and its no-change rerun, '
+            'the probes); load average %.1f at its start, %.1f at its end.'
+            % (ext['duration_s'], ext['setup_s'], len(rows), ext['load'][0], ext['load'][1]), '']
+    first = base.get(('nftables', small))
+    if first:
+        for config in ('exceptions', 'sources', 'exceptions+sources'):
+            cands = [r for r in rows if r['backend'] == 'nftables' and r['config'] == config and r['size'] == large]
+            if not cands:
+                continue
+            row = max(cands, key=lambda r: (r['exceptions'], r['sources']))
+            ratio = _ratio(row['cpu_us'], first['cpu_us'])
+            beside = [r for r in rows if r['backend'] == 'iptables-nft' and r['config'] == config
+                      and r['size'] == large]
+            ipt = max(beside, key=lambda r: (r['exceptions'], r['sources'])) if beside else None
+            ipt_first = base.get(('iptables-nft', small))
+            targets.append(('nft cost per new connection with %s (N=%s, E=%s, S=%s) within %.1fx of the baseline '
+                            'at N=%s (sender CPU)' % (config.replace('+', ' and '), _n(row['size']),
+                                                      _n(row['exceptions']), _n(row['sources']),
+                                                      TARGET_CONN_RATIO, _n(small)),
+                            'nft %s (%.2f to %.2f µs/conn)%s'
+                            % (_x(ratio), first['cpu_us'], row['cpu_us'],
+                               '; beside it iptables-nft (N=%s, E=%s, S=%s) %s' % (
+                                   _n(ipt['size']), _n(ipt['exceptions']), _n(ipt['sources']),
+                                   _x(_ratio(ipt['cpu_us'], ipt_first['cpu_us'])))
+                               if ipt and ipt_first else ''),
+                            ratio is not None and ratio <= TARGET_CONN_RATIO))
     return out, targets

@@ -10,6 +10,14 @@ namespace it runs in.
                          ``iptables``: the iptables flavour is whatever PATH
                          gives), then checked: SIZE set elements, or SIZE
                          RETURN rules and the jump
+    apply BACKEND SIZE EXCEPTIONS SOURCES POD
+                         part extconn: the same with exception_cidrs (the
+                         lower /25 of EXCEPTIONS of the kept /24s, spread
+                         evenly) and source_cidrs (SOURCES CIDRs: POD, the
+                         pod's /32, and SOURCES - 1 spaced /26s of
+                         100.64.0.0/10); 0 leaves an option out.  Checked:
+                         the element count of every set and the order of the
+                         chain's set lookups, or the count of iptables rules
     measure SIZES REPS   part nftcore: apply from an empty ruleset and the
                          no-change rerun, the core in process (Policy + sync,
                          backend ``nftables``) vs the floor (one bare
@@ -45,6 +53,8 @@ from nsguard import refuse_unless_own_namespace
 CHAIN = 'IP-MASQ-AGENT'
 TABLE = 'ip-masq-agent'
 SET4 = 'nonmasq-ipv4'
+EXC4 = 'exceptions-ipv4'
+SRC4 = 'sources-ipv4'
 RUN = _runner.make_run()
 
 
@@ -56,6 +66,29 @@ def spaced_cidrs(count):
     if count > 32768:
         raise ValueError('at most 32,768 spaced /24s in 10.0.0.0/8')
     return ['10.%d.%d.0/24' % ((2 * i) // 256, (2 * i) % 256) for i in range(count)]
+
+
+def exception_cidrs(size, count):
+    """``count`` exceptions inside the kept ranges of spaced_cidrs(size):
+    the lower /25 of kept /24s spread evenly over the list (the first is
+    10.0.0.0/25), no two adjacent; at most ``size``."""
+    if count > size:
+        raise ValueError('at most one exception per kept /24: %d > %d' % (count, size))
+    return ['10.%d.%d.0/25' % ((2 * j) // 256, (2 * j) % 256) for j in (i * size // count for i in range(count))]
+
+
+def source_cidrs(count, pod):
+    """``count`` sources: ``count - 1`` spaced /26s of 100.64.0.0/10
+    (100.64.0.0/26, 100.64.0.128/26, ...; no two adjacent) and ``pod`` (the
+    pod's own address, so its packets take the whole chain), last."""
+    if count > 32768:
+        raise ValueError('at most 32,768 spaced /26s in 100.64.0.0/10')
+    base = (100 << 24) | (64 << 16)
+    out = []
+    for i in range(count - 1):
+        addr = base + 128 * i
+        out.append('%d.%d.%d.%d/26' % (addr >> 24, (addr >> 16) & 255, (addr >> 8) & 255, addr & 255))
+    return out + [pod]
 
 
 def must(argv, data=None):
@@ -77,13 +110,13 @@ def reset():
     must([nft(), 'flush', 'ruleset'])
 
 
-def core_sync(cidrs, choice, run=RUN):
-    pol = _policy.Policy(nonmasquerade_cidrs=cidrs, cidr_limit=None)
+def core_sync(cidrs, choice, run=RUN, **extensions):
+    pol = _policy.Policy(nonmasquerade_cidrs=cidrs, cidr_limit=None, **extensions)
     return _sync.sync(pol, _backends.Backends(run, _runner.find, choice=choice))
 
 
-def nft_set_size():
-    data = json.loads(must([nft(), '-j', 'list', 'set', 'inet', TABLE, SET4]))
+def nft_set_size(name=SET4):
+    data = json.loads(must([nft(), '-j', 'list', 'set', 'inet', TABLE, name]))
     for item in data.get('nftables', []):
         if 'set' in item:
             return len(item['set'].get('elem') or [])
@@ -103,24 +136,67 @@ def iptables_counts():
 # apply (part conn)
 # ---------------------------------------------------------------------------
 
-def apply(choice, size):
+def chain_lookups():
+    """The sets our nft chain looks up, in rule order (from ``nft list chain``)."""
+    text = must([nft(), 'list', 'chain', 'inet', TABLE, 'postrouting'])
+    order = []
+    for line in text.splitlines():
+        for name in (SRC4, EXC4, SET4):
+            if '@' + name in line:
+                order.append(name)
+    return order
+
+
+def iptables_chain_rules():
+    save = _runner.find('iptables-save')
+    text = must([save, '-t', 'nat'])
+    return sum(1 for line in text.splitlines() if line.startswith('-A %s ' % CHAIN))
+
+
+def apply(choice, size, exceptions=0, sources=0, pod=None):
     cidrs = spaced_cidrs(size)
-    _r, wall, cpu = sample(lambda: core_sync(cidrs, choice))
+    extensions = {}
+    if exceptions:
+        extensions['exception_cidrs'] = exception_cidrs(size, exceptions)
+    if sources:
+        extensions['source_cidrs'] = source_cidrs(sources, pod)
+    _r, wall, cpu = sample(lambda: core_sync(cidrs, choice, **extensions))
     result = _r
     if not result['changed']:
         raise RuntimeError('apply %s N=%d: the core reported no change on an empty namespace' % (choice, size))
     out = {'backend': choice, 'size': size, 'changed': True, 'commands': result['commands'],
-           'selected': result.get('selected_backend'), 'apply_wall': wall, 'apply_cpu': cpu}
+           'selected': result.get('selected_backend'), 'apply_wall': wall, 'apply_cpu': cpu,
+           'exceptions': exceptions, 'sources': sources}
     if choice == 'nftables':
         out['set_elements'] = nft_set_size()
         if out['set_elements'] != size:
             raise RuntimeError('nft set %s holds %d elements, expected %d' % (SET4, out['set_elements'], size))
+        if extensions:
+            # The sets hold what was asked, and the chain looks up the sources first, then the
+            # exceptions, then the kept ranges (written here by hand, not taken from the core).
+            want = [name for name, count in ((SRC4, sources), (EXC4, exceptions)) if count] + [SET4]
+            out['lookups'] = chain_lookups()
+            if out['lookups'] != want:
+                raise RuntimeError('the chain looks up %s, expected %s in that order' % (out['lookups'], want))
+            for name, count in ((EXC4, exceptions), (SRC4, sources)):
+                if count:
+                    out[name] = nft_set_size(name)
+                    if out[name] != count:
+                        raise RuntimeError('nft set %s holds %d elements, expected %d' % (name, out[name], count))
     else:
         rules, jumps, tool = iptables_counts()
         out.update(return_rules=rules, jumps=jumps, tool=tool)
-        if rules != size or jumps != 1:
+        if extensions:
+            # exceptions x sources rewriting rules, link-local + N RETURNs, one MASQUERADE per source.
+            gates = max(sources, 1)
+            want = exceptions * gates + 1 + size + gates
+            out['chain_rules'] = iptables_chain_rules()
+            if out['chain_rules'] != want or jumps != 1:
+                raise RuntimeError('iptables: %d rules in %s and %d jumps, expected %d and 1'
+                                   % (out['chain_rules'], CHAIN, jumps, want))
+        elif rules != size or jumps != 1:
             raise RuntimeError('iptables: %d RETURN rules and %d jumps, expected %d and 1' % (rules, jumps, size))
-    again = core_sync(cidrs, choice)
+    again = core_sync(cidrs, choice, **extensions)
     if again['changed']:
         raise RuntimeError('apply %s N=%d: the rerun changed something: %s' % (choice, size, again['actions']))
     return out
@@ -287,6 +363,8 @@ def main(argv):
     refuse_unless_own_namespace('node_nft.py')   # it flushes the nft ruleset of where it runs
     if argv[:1] == ['apply'] and len(argv) == 3:
         out = apply(argv[1], int(argv[2]))
+    elif argv[:1] == ['apply'] and len(argv) == 6:
+        out = apply(argv[1], int(argv[2]), int(argv[3]), int(argv[4]), argv[5])
     elif argv[:1] == ['measure'] and len(argv) == 3:
         sizes = [int(x) for x in argv[1].split(',')]
         reps = [int(x) for x in argv[2].split(',')]

@@ -6,7 +6,10 @@ namespace: it sends packets to DST (a documentation address, routed in the
 bench's topology to the node namespace, NATed there and dropped on an
 interface with no peer).
 
-    pod_send.py DST COUNT SECONDS
+    pod_send.py DST COUNT SECONDS [SRC]
+
+SRC (part ``extconn``'s probes): the socket is bound to this address of the
+pod first, so the packets leave from it.
 
 One socket, one datagram per destination port 1, 2, 3, ...: every packet is a
 new conntrack tuple, so the node's nat POSTROUTING chain is evaluated once per
@@ -48,10 +51,12 @@ def proc_stat():
     return (fields[0] + fields[1] + fields[2] + fields[5] + fields[6]) / tick, fields[6] / tick
 
 
-def send(dst, count, seconds):
+def send(dst, count, seconds, src=None):
     count = min(int(count), MAX_COUNT)
     seconds = min(float(seconds), MAX_SECONDS)
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    if src:
+        sock.bind((src, 0))
     payload = b'x'
     sent = errors = 0
     port = 1
@@ -84,10 +89,10 @@ def send(dst, count, seconds):
 
 def main(argv):
     refuse_unless_own_namespace('pod_send.py')   # its packets must never leave the bench's namespaces
-    if len(argv) != 3:
+    if len(argv) not in (3, 4):
         sys.stderr.write(__doc__)
         return 2
-    json.dump(send(argv[0], argv[1], argv[2]), sys.stdout)
+    json.dump(send(*argv), sys.stdout)
     return 0
 
 

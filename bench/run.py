@@ -4,10 +4,11 @@
     sudo bash bench/run --quick        # N = 3 and 100 only, about 2 minutes
     sudo bash bench/run --peer-full    # also measure the ansible.builtin.iptables apply at N = 1,000 (+4 min)
     sudo bash bench/run --parts core,cycle   # some parts only (ansible core profile cycle aggregate fleet ssh
-                                             # nftcore conn)
+                                             # nftcore conn extconn)
     sudo bash bench/run --parts core,cycle --baseline main   # also the "before" rows of revision main
     sudo bash bench/run --parts ssh          # the SSH fleet: 1, 10 and 50 hosts (about 15-25 minutes)
     sudo bash bench/run --parts conn,nftcore # the nftables backend: cost per new connection, its core
+    sudo bash bench/run --parts extconn      # cost per new connection with exception_cidrs, source_cidrs
 
 Benchmarks, not tests: nothing here asserts a time; the report says where we
 stand against each target.  Everything that touches iptables runs inside
@@ -40,7 +41,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.runner import m
 
 FULL_SIZES = (3, 100, 1000, 5000)
 QUICK_SIZES = (3, 100)
-PARTS = ('ansible', 'core', 'profile', 'cycle', 'aggregate', 'fleet', 'ssh', 'nftcore', 'conn')
+PARTS = ('ansible', 'core', 'profile', 'cycle', 'aggregate', 'fleet', 'ssh', 'nftcore', 'conn', 'extconn')
 PEER_COMMENT_RET = COMMENTS['docs']['return']
 TARGET_CORE_RATIO = 1.5
 TARGET_PEER_SPEEDUP = 50.0
@@ -706,10 +707,13 @@ def main():
                         help='host counts of the SSH fleet part (default 1,10,50; --quick: 1,10)')
     parser.add_argument('--ssh-reps', type=int, default=None, help='repetitions of each SSH fleet run (default 3; --quick: 1)')
     parser.add_argument('--nft-sizes', default=None,
-                        help='N values of parts conn and nftcore (default 10,1000,5000,20000; --quick: 10,20000)')
-    parser.add_argument('--conn-backends', default=','.join(nft_bench.CONN_BACKENDS),
-                        help='backends of part conn (default %s)' % ','.join(nft_bench.CONN_BACKENDS))
-    parser.add_argument('--conn-reps', type=int, default=None, help='repetitions of part conn (default 7; --quick: 3)')
+                        help='N values of parts conn and nftcore (default 10,1000,5000,20000; --quick: 10,20000); '
+                        'extconn takes the smallest and the largest')
+    parser.add_argument('--conn-backends', default=None,
+                        help='backends of part conn (default %s); extconn: nftables and iptables-nft of these '
+                        '(--quick: nftables only unless given)' % ','.join(nft_bench.CONN_BACKENDS))
+    parser.add_argument('--conn-reps', type=int, default=None,
+                        help='repetitions of parts conn and extconn (default 7; --quick: 3)')
     parser.add_argument('--out', help='report file (default bench/results/<date>-<host>[-quick].md)')
     parser.add_argument('--json', help='also write the raw results as JSON here')
     opts = parser.parse_args()
@@ -725,7 +729,9 @@ def main():
     nft_sizes = nft_bench.QUICK_SIZES if opts.quick else nft_bench.FULL_SIZES
     if opts.nft_sizes:
         nft_sizes = tuple(sorted(int(x) for x in opts.nft_sizes.split(',')))
-    conn_backends = tuple(b for b in opts.conn_backends.split(',') if b)
+    conn_backends = tuple(b for b in (opts.conn_backends or ','.join(nft_bench.CONN_BACKENDS)).split(',') if b)
+    # extconn's iptables-nft rows cost minutes of setup at N = 20,000: --quick leaves them out unless asked for.
+    extconn_backends = ('nftables',) if opts.quick and not opts.conn_backends else conn_backends
     if set(conn_backends) - set(nft_bench.CONN_BACKENDS) or 'nftables' not in conn_backends:
         sys.exit('--conn-backends: nftables plus any of %s' % ', '.join(nft_bench.CONN_BACKENDS[1:]))
 
@@ -761,6 +767,9 @@ def main():
         if 'conn' in parts:
             results['conn'] = nft_bench.part_conn(nft_sizes, conn_backends,
                                                   opts.conn_reps or (3 if opts.quick else 7))
+        if 'extconn' in parts:
+            results['extconn'] = nft_bench.part_extconn(nft_sizes, extconn_backends,
+                                                        opts.conn_reps or (3 if opts.quick else 7))
         if 'ssh' in parts:
             hosts = opts.ssh_hosts or ('1,10' if opts.quick else '1,10,50')
             results['ssh'] = fleet_ssh.part_ssh([int(x) for x in hosts.split(',')],
