@@ -450,6 +450,7 @@ ipv6:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.addresses import check_snat_local
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backends import Backends, check_backend, diff_text
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy, validate_chain_name
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import sync
@@ -479,6 +480,7 @@ def enforce(module, run, find):
             source_cidrs=p['source_cidrs'],
             out_interfaces=p['out_interfaces'],
         )
+        check_snat_local(policy)    # the node holds the snat_to addresses, before anything is read
     else:
         validate_chain_name(p['chain'])
     backends = Backends(run, find, choice=check_backend(p['backend']))

@@ -239,28 +239,6 @@ def read_carried(path):
 # A cycle's metrics
 # --------------------------------------------------------------------------
 
-def _nft_rule_families(expr, managed):
-    """The families a rule of our nftables chain can match: the one its
-    address or ``meta nfproto`` match names, else every managed one."""
-    for statement in expr:
-        if not isinstance(statement, dict):
-            continue
-        match = statement.get('match')
-        left = match.get('left') if isinstance(match, dict) else None
-        if isinstance(left, dict):
-            payload = left.get('payload')
-            if isinstance(payload, dict) and payload.get('protocol') in ('ip', 'ip6'):
-                return ['ipv4' if payload['protocol'] == 'ip' else 'ipv6']
-            meta = left.get('meta')
-            if isinstance(meta, dict) and meta.get('key') == 'nfproto' and match.get('right') in FAMILIES \
-                    and match.get('op', '==') == '==':
-                return [match['right']]
-        snat = statement.get('snat')
-        if isinstance(snat, dict) and snat.get('family') in ('ip', 'ip6'):
-            return ['ipv4' if snat['family'] == 'ip' else 'ipv6']
-    return managed
-
-
 def rules_in_place(result, policy):
     """``{(family, backend): rules}`` after a sync (``sync.sync``'s result for
     ``policy``): iptables, the chain's rules and its jump per managed family;
@@ -277,11 +255,9 @@ def rules_in_place(result, policy):
             Desired,
         )
 
-        managed = ['ipv%d' % f for f in policy.families()]
-        for expr, _comment in Desired(policy).rules:
-            for family in _nft_rule_families(expr, managed):
-                if family in managed:
-                    counts[(family, 'nftables')] += 1
+        for served in Desired(policy).rule_families:
+            for family in policy.families() if served is None else (served,):
+                counts[('ipv%d' % family, 'nftables')] += 1
     return counts
 
 

@@ -232,7 +232,8 @@ class Desired:
     set name -> those intervals as set elements (both worked out only when
     asked for: a table in sync is recognised from the CIDRs alone),
     ``rules`` the chain's rules as ``(expr, comment)``, in the order
-    ``Policy`` describes."""
+    ``Policy`` describes, and ``rule_families`` the family each serves
+    (None: every managed one)."""
 
     def __init__(self, policy):
         self.name = table_name(policy.chain)
@@ -250,43 +251,49 @@ class Desired:
         self._policy = policy
         self._random_fully = policy.random_fully_for(None)
         comments = policy.comments()
-        rules = []
+        rules = []          # (expr, comment, the family it serves: None for every one)
         if policy.out_interfaces:
             names = policy.out_interfaces
             rules.append(([_match({'meta': {'key': 'oifname'}}, names[0] if len(names) == 1 else {'set': list(names)},
-                                  '!='), RETURN], comments['interfaces']))
+                                  '!='), RETURN], comments['interfaces'], None))
         for family in self.families:
             if policy.sources[family]:
                 rules.append(([_match(_addr(family, 'saddr'), '@' + set_name('sources', family), '!='), RETURN],
-                              comments['sources']))
-        rules.append(([_match({'fib': {'result': 'type', 'flags': ['daddr']}}, 'local'), RETURN], comments['local']))
+                              comments['sources'], family))
+        rules.append(([_match({'fib': {'result': 'type', 'flags': ['daddr']}}, 'local'), RETURN], comments['local'],
+                      None))
         for family in self.families:
             if policy.exceptions[family]:
                 rules.extend(self._rewrites([_match(_daddr(family), '@' + set_name('exceptions', family))], family,
                                             policy.action_comment(family, 'exception')))
         for family in self.families:
             if not policy.masq_link_local[family]:
-                rules.append(([_match(_daddr(family), _prefix(LINK_LOCAL[family])), RETURN], comments['return']))
+                rules.append(([_match(_daddr(family), _prefix(LINK_LOCAL[family])), RETURN], comments['return'],
+                              family))
             if policy.masquerade_only:
                 rules.append(([_match(_daddr(family), '@' + set_name('masq', family), '!='), RETURN],
-                              comments['unlisted']))
+                              comments['unlisted'], family))
             else:
-                rules.append(([_match(_daddr(family), '@' + SETS[family]), RETURN], comments['return']))
+                rules.append(([_match(_daddr(family), '@' + SETS[family]), RETURN], comments['return'], family))
         kind = 'listed' if policy.masquerade_only else 'masquerade'
         if policy.snat_to:
             for family in self.families:
                 rules.extend(self._rewrites([_match({'meta': {'key': 'nfproto'}}, NFPROTO[family])], family,
                                             policy.action_comment(family, kind)))
+        elif 6 in self.families:
+            rules.extend(self._rewrites([], None, policy.action_comment(4, kind)))
         else:
-            only = [] if 6 in self.families else [_match({'meta': {'key': 'nfproto'}}, NFPROTO[4])]
-            rules.extend(self._rewrites(only, None, policy.action_comment(4, kind)))
-        self.rules = rules
+            rules.extend(self._rewrites([_match({'meta': {'key': 'nfproto'}}, NFPROTO[4])], None,
+                                        policy.action_comment(4, kind), serves=4))
+        self.rules = [(expr, comment) for expr, comment, _family in rules]
+        self.rule_families = [family for _expr, _comment, family in rules]
 
-    def _rewrites(self, head, family, comment):
+    def _rewrites(self, head, family, comment, serves=None):
         """The rules that rewrite the source after the matches ``head``:
         with to_ports one ``meta l4proto`` rule per range, all but the last
         picked at random with the weight of its size, then the rule for the
-        rest."""
+        rest.  ``family`` None: masquerade, for the family ``serves`` (None:
+        every one)."""
         policy = self._policy
         out = []
         sizes = [high - low + 1 for low, high in policy.port_ranges]
@@ -296,9 +303,9 @@ class Desired:
             if size != remaining:
                 expr.append(_match({'numgen': {'mode': 'random', 'mod': remaining, 'offset': 0}}, size, '<'))
             expr.append(_action(policy, family, ports, self._random_fully))
-            out.append((expr, comment))
+            out.append((expr, comment, family or serves))
             remaining -= size
-        out.append((head + [_action(policy, family, None, self._random_fully)], comment))
+        out.append((head + [_action(policy, family, None, self._random_fully)], comment, family or serves))
         return out
 
     @property

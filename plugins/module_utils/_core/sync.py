@@ -31,7 +31,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.addresses import check_snat_local
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.lock import Lock
 
@@ -152,8 +151,6 @@ def sync(policy, backend, state='present', check_mode=False, chain=None, adopt=F
     if state == 'present' and policy is None:
         raise MasqError('state=present needs a policy.')
     want = policy if state == 'present' else None
-    if want is not None:
-        check_snat_local(want)
     with _no_cyclic_gc():
         reading, todo = locked(lambda: backend.read(want, chain),
                                lambda seen: backend.plan(seen, want, chain, adopt),
