@@ -5,6 +5,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
+. scripts/apt.sh
 
 # openssh-server: the SSH fleet test (tests/integration/fleetlab.py) starts
 # /usr/sbin/sshd itself, one per test host inside that host's network
@@ -33,8 +34,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
     own_policy=1
     trap 'rm -f "$policy"' EXIT
   fi
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  apt_get update -qq
+  apt_get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   if [ "$own_policy" = 1 ]; then rm -f "$policy"; trap - EXIT; fi
 fi
 

@@ -27,6 +27,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
+. scripts/apt.sh
 
 all_scenarios=(default resync nftables docker flannel traffic ipv6 removal example)
 work="$here/build/molecule"
@@ -70,8 +71,8 @@ done
 if [ "${#missing[@]}" -gt 0 ]; then
   log "installing Debian packages: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  apt_get update -qq
+  apt_get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 # --- 2. the Molecule venv --------------------------------------------------
