@@ -359,3 +359,28 @@ def test_ansible_builder_reads_the_controller_dependency_from_the_installed_copy
     assert data['system'] == []
     with open(os.path.join(ROOT, 'tests', 'requirements.txt')) as handle:
         assert '-r ../meta/ee-requirements.txt' in handle.read().splitlines()
+
+
+def test_the_quick_start_runs_from_the_installed_copy(from_tarball, scratch):
+    """The quick start for a user who installed the collection: copy the installed
+    example inventory, run the playbooks by name (no checkout, no playbooks/ folder)."""
+    path, env = from_tarball
+    quick = open(os.path.join(ROOT, 'docs', 'docsite', 'rst', 'quickstart.rst')).read()
+    for text in ('\n'.join(readme_commands()), quick):
+        assert 'ansible-playbook -i inventories/prod ipmasq.agent.site --check --diff' in text
+        assert 'ansible-playbook -i inventories/prod ipmasq.agent.audit' in text
+        assert 'ansible_collections/ipmasq/agent/inventories/example inventories/prod' in text
+    assert 'gather_facts: true' not in quick
+    project = scratch / 'project-installed'
+    (project / 'inventories').mkdir(parents=True)
+    shutil.copytree(os.path.join(path, 'inventories', 'example'), str(project / 'inventories' / 'prod'))
+    for play in ('ipmasq.agent.site', 'ipmasq.agent.audit'):
+        run([os.path.join(BIN, 'ansible-playbook'), '-i', 'inventories/prod', play, '--syntax-check'], project, env)
+    hosts = run([os.path.join(BIN, 'ansible-playbook'), '-i', 'inventories/prod', 'ipmasq.agent.site', '--list-hosts'],
+                project, env).stdout
+    for host in ('east-node-1.example.internal', 'west-bootstrap.example.internal'):
+        assert host in hosts
+    # The literal checkout form is what fails for such a user.
+    bad = run([os.path.join(BIN, 'ansible-playbook'), '-i', 'inventories/prod', 'playbooks/site.yml', '--syntax-check'],
+              project, env, check=False)
+    assert bad.returncode != 0
