@@ -26,6 +26,7 @@ rm -rf "$out"
 mkdir -p "$out"
 antsibull-docs sphinx-init --use-current --fail-on-error --no-add-antsibull-docs-version \
   --dest-dir "$out" --project ipmasq.agent --title 'ipmasq.agent' --html-short-title 'ipmasq.agent' \
+  --copyright 'ipmasq.agent contributors, GPL-3.0-or-later' --index-rst-source "$here/tests/docs/site-index.rst" \
   ipmasq.agent >/dev/null
 # Offline: no inventories from docs.python.org or docs.ansible.com.
 echo 'intersphinx_mapping = {}' >> "$out/conf.py"
