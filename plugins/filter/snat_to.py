@@ -73,6 +73,9 @@ _value:
   elements: str
 """
 
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import (
+    NEVER_A_SOURCE, RANGE_NEEDS_TWO_ENDS, RANGE_ONE_DASH, never_a_source,
+)
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._cidr import (
     CidrError, address_text, as_list, check_bool, check_label, fqcn, parse_address, parse_entry, plural,
     require_netaddr, show, type_phrase,
@@ -80,25 +83,6 @@ from ansible_collections.ipmasq.agent.plugins.plugin_utils._cidr import (
 
 NAME = fqcn('snat_to')
 _FAMILY = {4: 'IPv4', 6: 'IPv6'}
-
-
-def _never_a_source(version: int, number: int) -> str | None:
-    """Why an address can never be the source of outbound traffic, or None."""
-    if number == 0:
-        return 'the unspecified address'
-    if version == 4:
-        if number >> 24 == 127:
-            return 'a loopback address'
-        if number >> 28 == 0xE:
-            return 'a multicast address'
-        if number == 0xFFFFFFFF:
-            return 'the broadcast address'
-    else:
-        if number == 1:
-            return 'the loopback address'
-        if number >> 120 == 0xFF:
-            return 'a multicast address'
-    return None
 
 
 def _prefix_reason(text: str) -> str:
@@ -126,17 +110,17 @@ def _parse_entry(item: object) -> tuple[tuple[int, int, int] | None, str | None]
         return None, _prefix_reason(text)
     ends = [end.strip() for end in text.split('-')]
     if len(ends) > 2:
-        return None, 'not an address or a range: a range is two addresses joined by one dash (first-last)'
+        return None, RANGE_ONE_DASH
     parsed = []
     for end in ends:
         if not end:
-            return None, 'a range needs an address on both sides of the dash (first-last)'
+            return None, RANGE_NEEDS_TWO_ENDS
         version, number, reason = parse_address(end)
         if version is None:
             return None, reason
-        never = _never_a_source(version, number)
+        never = never_a_source(version, number)   # the node's rule (the module and the resync refuse the same)
         if never:
-            return None, f'{show(end)} is {never}, which can never be a source address'
+            return None, NEVER_A_SOURCE % (show(end), never)
         parsed.append((version, number))
     (version, first), (last_version, last) = parsed[0], parsed[-1]
     if version != last_version:

@@ -231,6 +231,9 @@ options:
       - O(random_fully) and O(to_ports) apply to the SNAT rules as they do to C(MASQUERADE).
       - Every address must be assigned to the node (checked on the node, before anything is written),
         unless O(snat_to_require_local=false).
+      - An address that can never be a source is refused whatever O(snat_to_require_local) says, with the
+        words of the P(ipmasq.agent.snat_to#filter) filter - the unspecified address (V(0.0.0.0), C(::)),
+        loopback (C(127.0.0.0/8), C(::1)), multicast (C(224.0.0.0/4), C(ff00::/8)) and V(255.255.255.255).
       - An extension of ipmasq.agent; needs O(rule_format=docs).
     type: list
     elements: str

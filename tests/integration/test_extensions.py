@@ -470,6 +470,16 @@ BAD_INPUTS = [
                                                  '(203.0.113.8-203.0.113.9 are not among its IPv4 addresses']),
     (dict(ipv6=True, nonmasquerade_cidrs=['10.0.0.0/8', 'fd00:10::/64'], snat_to=[SNAT4, '2001:db8::99']),
      ['snat_to: 2001:db8::99 is not assigned to this node', 'IPv6 addresses']),
+    # Addresses that can never be a source (issue 18 item 6), in the snat_to filter's words: loopback even
+    # though lo holds it, and the rest even with snat_to_require_local false.
+    (dict(snat_to=['127.0.0.1']), ["snat_to: '127.0.0.1' is a loopback address, which can never be a source address"]),
+    (dict(ipv6=True, nonmasquerade_cidrs=['10.0.0.0/8', 'fd00:10::/64'], snat_to=[SNAT4, '::1']),
+     ["snat_to: '::1' is the loopback address, which can never be a source address"]),
+    (dict(snat_to=['0.0.0.0'], snat_to_require_local=False), ["'0.0.0.0' is the unspecified address"]),
+    (dict(snat_to=['255.255.255.255'], snat_to_require_local=False), ["'255.255.255.255' is the broadcast address"]),
+    (dict(snat_to=['224.0.0.1'], snat_to_require_local=False), ["'224.0.0.1' is a multicast address"]),
+    (dict(snat_to=['10.99.0.1-'], snat_to_require_local=False),
+     ["snat_to: '10.99.0.1-': a range needs an address on both sides of the dash (first-last)"]),
 ]
 
 
@@ -511,6 +521,10 @@ RESYNC_BAD = [
     ('masqueradeCIDRs: [198.51.100.0/24]\nnonMasqueradeCIDRs: [10.0.0.0/8]\n',
      'masqueradeCIDRs cannot be combined with nonMasqueradeCIDRs'),
     ('sourceCIDRs: [1]\n', 'sourceCIDRs (line 1) must be a list of strings'),
+    # Addresses that can never be a source (issue 18 item 6): lo holds 127.0.0.0/8, but it is refused.
+    ('snatTo: [127.1.2.3]\n', "snatTo: '127.1.2.3' is a loopback address, which can never be a source address"),
+    ('snatTo: [255.255.255.255]\nsnatToRequireLocal: false\n', "snatTo: '255.255.255.255' is the broadcast address"),
+    ('snatTo: ["10.99.0.1-"]\nsnatToRequireLocal: false\n', "snatTo: '10.99.0.1-': a range needs an address on both"),
 ]
 
 

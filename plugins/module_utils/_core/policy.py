@@ -172,19 +172,59 @@ def _address_family(text):
     return None
 
 
+# The reason an address can never be the source of outbound traffic, as the
+# controller's snat_to filter words it: '<address>' is <what>, which ...
+NEVER_A_SOURCE = '%s is %s, which can never be a source address'
+# A range written with a dash too few or too many, as the filter words it.
+RANGE_NEEDS_TWO_ENDS = 'a range needs an address on both sides of the dash (first-last)'
+RANGE_ONE_DASH = 'not an address or a range: a range is two addresses joined by one dash (first-last)'
+
+
+def never_a_source(family, number):
+    """What an address is that can never be the source of outbound traffic
+    (``'a loopback address'``), or None: the unspecified address, loopback,
+    multicast and the IPv4 broadcast address.  The one rule: the controller's
+    ``snat_to`` filter calls it too, so node and controller refuse the same
+    addresses in the same words (:data:`NEVER_A_SOURCE`)."""
+    if number == 0:
+        return 'the unspecified address'
+    if family == 4:
+        if number >> 24 == 127:
+            return 'a loopback address'
+        if number >> 28 == 0xE:
+            return 'a multicast address'
+        if number == 0xFFFFFFFF:
+            return 'the broadcast address'
+    else:
+        if number == 1:
+            return 'the loopback address'
+        if number >> 120 == 0xFF:
+            return 'a multicast address'
+    return None
+
+
 def parse_snat_to(snat_to, ipv6):
     """``snat_to``: addresses (``203.0.113.7``) or ranges
     (``203.0.113.7-203.0.113.9``), at most one per family.  Returns family ->
-    ``(first, last)`` address texts."""
+    ``(first, last)`` address texts.  An address that can never be a source
+    (:func:`never_a_source`) is refused, at either end of a range."""
     out = {}
     for item in _items(snat_to, 'snat_to'):
         text = item.strip() if isinstance(item, str) else None
-        first, _dash, last = (text or '').partition('-')
+        first, dash, last = (text or '').partition('-')
+        if dash and (not first or not last or '-' in last):
+            raise MasqError('snat_to: %r: %s. Nothing was changed.'
+                            % (item, RANGE_ONE_DASH if '-' in last else RANGE_NEEDS_TWO_ENDS))
         last = last or first
         family = _address_family(first) if text else None
         if family is None or _address_family(last) != family:
             raise MasqError('snat_to: %r is not an address or an address range like 203.0.113.7-203.0.113.9 '
                             '(one family, no prefix length). Nothing was changed.' % (item,))
+        for end in (first, last) if first != last else (first,):
+            never = never_a_source(family, address_number(end, family))
+            if never:
+                where = '' if end == text else '%r: ' % (item,)
+                raise MasqError('snat_to: %s%s. Nothing was changed.' % (where, NEVER_A_SOURCE % (repr(end), never)))
         if address_number(first, family) > address_number(last, family):
             raise MasqError('snat_to: %r is a range whose first address comes after its last. Nothing was changed.'
                             % (item,))

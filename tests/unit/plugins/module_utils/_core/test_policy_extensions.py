@@ -452,7 +452,7 @@ def reader(fib=FIB_TRIE, inet6=IF_INET6):
 
 
 @pytest.mark.parametrize('snat_to', [
-    ['203.0.113.7'], ['203.0.113.7-203.0.113.8'], ['127.0.0.53'], ['198.51.100.0-198.51.100.15'],
+    ['203.0.113.7'], ['203.0.113.7-203.0.113.8'], ['198.51.100.0-198.51.100.15'],
     ['203.0.113.8', '2001:db8::7'],
 ])
 def test_check_snat_local_accepts_the_nodes_addresses(snat_to):
@@ -476,6 +476,63 @@ def test_check_snat_local_refuses_other_addresses(snat_to, fragments):
     for fragment in fragments:
         assert fragment in info.value.msg, (fragment, info.value.msg)
     assert 'snat_to_require_local' in info.value.msg and info.value.msg.endswith('Nothing was changed.')
+
+
+# Addresses that can never be a source (issue 18 item 6): refused by the core
+# itself, whether or not the node holds them (lo holds 127.0.0.0/8 and ::1)
+# and whatever snat_to_require_local says, in the controller filter's words.
+NEVER = [
+    ('127.0.0.1', "'127.0.0.1' is a loopback address, which can never be a source address"),
+    ('127.1.2.3', "'127.1.2.3' is a loopback address, which can never be a source address"),
+    ('::1', "'::1' is the loopback address, which can never be a source address"),
+    ('0.0.0.0', "'0.0.0.0' is the unspecified address, which can never be a source address"),
+    ('::', "'::' is the unspecified address, which can never be a source address"),
+    ('255.255.255.255', "'255.255.255.255' is the broadcast address, which can never be a source address"),
+    ('224.0.0.1', "'224.0.0.1' is a multicast address, which can never be a source address"),
+    ('239.255.255.255', "'239.255.255.255' is a multicast address, which can never be a source address"),
+    ('ff02::1', "'ff02::1' is a multicast address, which can never be a source address"),
+    ('203.0.113.7-224.0.0.1', "snat_to: '203.0.113.7-224.0.0.1': '224.0.0.1' is a multicast address"),
+    ('127.0.0.1-127.0.0.9', "snat_to: '127.0.0.1-127.0.0.9': '127.0.0.1' is a loopback address"),
+    ('10.99.0.1-', "snat_to: '10.99.0.1-': a range needs an address on both sides of the dash (first-last)."),
+    ('-10.99.0.1', "snat_to: '-10.99.0.1': a range needs an address on both sides of the dash (first-last)."),
+    ('10.99.0.1-10.99.0.2-10.99.0.3', 'not an address or a range: a range is two addresses joined by one dash'),
+    ('10.99.0.1--10.99.0.3', 'not an address or a range: a range is two addresses joined by one dash'),
+]
+
+
+@pytest.mark.parametrize('address,fragment', NEVER, ids=[a for a, _f in NEVER])
+@pytest.mark.parametrize('require_local', [True, False])
+def test_an_address_that_can_never_be_a_source_is_refused(address, fragment, require_local):
+    def never(path):
+        raise AssertionError('read %s' % path)
+    with pytest.raises(MasqError) as info:
+        pol = Policy(ipv6=True, snat_to=[address], snat_to_require_local=require_local)
+        addresses.check_snat_local(pol, read=never)
+    assert fragment in info.value.msg, info.value.msg
+    assert info.value.msg.startswith('snat_to: ') and info.value.msg.endswith('Nothing was changed.')
+
+
+@pytest.mark.parametrize('address', [a for a, _f in NEVER])
+def test_the_controller_filter_refuses_the_same_addresses_in_the_same_words(address):
+    """One rule: the snat_to filter (netaddr, on the controller) gives the
+    core's reason word for word."""
+    pytest.importorskip('netaddr')
+    from ansible_collections.ipmasq.agent.plugins.filter.snat_to import snat_to
+    from ansible_collections.ipmasq.agent.plugins.plugin_utils._cidr import CidrError
+    with pytest.raises(MasqError) as core:
+        Policy(ipv6=True, snat_to=[address])
+    reason = core.value.msg[len('snat_to: '):-len('. Nothing was changed.')]
+    reason = reason.split("': ", 1)[1] if reason.startswith("'%s': " % address) else reason
+    with pytest.raises(CidrError) as filt:
+        snat_to([address], ipv6=True)
+    assert '%r: %s' % (address, reason) in str(filt.value), (reason, str(filt.value))
+
+
+def test_addresses_next_to_the_unusable_ones_are_accepted():
+    for address in ('1.0.0.0', '126.255.255.255', '128.0.0.0', '223.255.255.255', '240.0.0.1',
+                    '255.255.255.254', '::2', 'fe80::1', 'feff::1', '::ffff:203.0.113.7'):
+        pol = Policy(ipv6=True, snat_to=[address], snat_to_require_local=False)
+        assert list(pol.snat_to.values()) == [(address, address)], address
 
 
 def test_check_snat_local_skipped_without_snat_to_or_when_not_required():
