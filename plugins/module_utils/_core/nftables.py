@@ -433,6 +433,44 @@ def _same_elements(live, desired, name):
     return merge(intervals) == desired.sets[name]
 
 
+def _element_key(elem):
+    """A sort key for an anonymous set's element, whatever its form."""
+    import json  # pylint: disable=import-outside-toplevel
+
+    return json.dumps(elem, sort_keys=True)
+
+
+def canonical_expr(obj):
+    """A rule's JSON with the elements of every anonymous set (``{"set":
+    [...]}``) in one order, duplicates dropped: nft lists a set in its own
+    order (``oifname { "eth0", "b0" }`` comes back ``{ "b0", "eth0" }``), and
+    a set is the same set in any order."""
+    if isinstance(obj, list):
+        return [canonical_expr(x) for x in obj]
+    if not isinstance(obj, dict):
+        return obj
+    out = dict((key, canonical_expr(val)) for key, val in obj.items())
+    items = out.get('set')
+    if len(out) == 1 and isinstance(items, list):
+        keyed = dict((_element_key(item), item) for item in items)
+        out['set'] = [keyed[key] for key in sorted(keyed)]
+    return out
+
+
+def same_rules(live, desired):
+    """Whether the chain's rules as read (``nft -j`` rule objects) are the
+    policy's (``Desired.rules``): the same rules in the same order, each
+    anonymous set compared as a set.  As text first (a table in sync reads
+    back as written), then with every set put in one order."""
+    texts = [render_rule(r) for r in live]
+    if texts == desired.rule_texts():
+        return True
+    if len(texts) != len(desired.rules):
+        return False
+    return ([render_rule({'expr': canonical_expr(r.get('expr', [])), 'comment': r.get('comment')}) for r in live]
+            == [render_rule({'expr': canonical_expr(expr), 'comment': comment}) for expr, comment in desired.rules])
+
+
 def differences(table, desired):
     """What differs between the table read and the one wanted, in words
     (empty: in sync)."""
@@ -463,11 +501,11 @@ def differences(table, desired):
     if CHAIN not in table.chains:
         diffs.append('chain %s missing' % CHAIN)
     else:
-        live = [render_rule(r) for r in table.rules.get(CHAIN, [])]
-        wanted = desired.rule_texts()
-        if live != wanted:
+        rules = table.rules.get(CHAIN, [])
+        if not same_rules(rules, desired):
             diffs.append('chain %s: %d rule(s), %d wanted%s'
-                         % (CHAIN, len(live), len(wanted), '' if len(live) != len(wanted) else ', in another form'))
+                         % (CHAIN, len(rules), len(desired.rules),
+                            '' if len(rules) != len(desired.rules) else ', in another form'))
     return diffs
 
 

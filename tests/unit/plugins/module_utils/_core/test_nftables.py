@@ -224,6 +224,55 @@ def test_the_rules_as_nft_lists_them_compare_equal_to_the_ones_sent():
     assert nftables.differences(table, desired) == []
 
 
+IFACES = policy.Policy(out_interfaces=['eth0', 'b0', 'lo'], to_ports=['1000-1999', '3000-3999'])
+
+
+def _sets_in_nft_order(items):
+    """nft lists an anonymous set in its own order (``{ "b0", "lo", "eth0" }``, ``{ udp, sctp, tcp }``)."""
+    for item in items:
+        for match in item.get('rule', {}).get('expr', []):
+            right = match.get('match', {}).get('right')
+            if isinstance(right, dict) and isinstance(right.get('set'), list):
+                right['set'] = sorted(right['set'], key=lambda e: (len(e), e))
+
+
+def _one_interface_less(items):
+    for item in items:
+        for match in item.get('rule', {}).get('expr', []):
+            right = match.get('match', {}).get('right')
+            if isinstance(right, dict) and right.get('set') and 'lo' in right['set']:
+                right['set'] = ['b0', 'lo']
+
+
+def test_anonymous_sets_compare_as_sets():
+    """An anonymous set is the same set in any order: a table nft lists with
+    its sets in another order is in sync (it was rewritten on every run);
+    a set with another member is not."""
+    desired = nftables.Desired(IFACES)
+    assert desired.rules[0][0][0]['match']['right'] == {'set': ['eth0', 'b0', 'lo']}
+    table = listed(desired, _sets_in_nft_order)
+    assert table.rules['postrouting'][0]['expr'][0]['match']['right'] == {'set': ['b0', 'lo', 'eth0']}
+    assert nftables.differences(table, desired) == []
+    assert not nftables.plan_present(table, IFACES).changed
+    assert nftables.differences(listed(desired, _one_interface_less), desired) == [
+        'chain postrouting: %d rule(s), %d wanted, in another form' % ((len(desired.rules),) * 2)]
+
+
+@pytest.mark.parametrize('expr,want', [
+    ({'set': ['eth0', 'b0']}, {'set': ['b0', 'eth0']}),
+    ({'set': ['b0', 'eth0', 'b0']}, {'set': ['b0', 'eth0']}),                   # a member once
+    ({'set': ['udp', 'sctp', 'tcp']}, {'set': ['sctp', 'tcp', 'udp']}),
+    ({'set': [{'prefix': {'addr': '10.0.0.0', 'len': 8}}, '192.0.2.1']},
+     {'set': ['192.0.2.1', {'prefix': {'addr': '10.0.0.0', 'len': 8}}]}),        # any element form
+    ([{'match': {'op': '!=', 'left': {'meta': {'key': 'oifname'}}, 'right': {'set': ['x', 'a']}}}],
+     [{'match': {'op': '!=', 'left': {'meta': {'key': 'oifname'}}, 'right': {'set': ['a', 'x']}}}]),
+    ({'range': ['10.0.0.9', '10.0.0.1']}, {'range': ['10.0.0.9', '10.0.0.1']}),  # a range is not a set
+    ({'set': {'name': 'x', 'elem': ['b', 'a']}}, {'set': {'name': 'x', 'elem': ['b', 'a']}}),
+])
+def test_canonical_expr(expr, want):
+    assert nftables.canonical_expr(expr) == want
+
+
 def test_ownership():
     desired = nftables.Desired(POL)
     assert nftables.is_ours(listed(desired))
