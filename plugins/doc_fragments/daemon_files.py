@@ -43,4 +43,12 @@ notes:
   - Every file a run changes is changed together or not at all; a failure leaves every file as it was and
     names the file that could not be written. Files are replaced through C(AnsibleModule.atomic_move), which
     keeps their SELinux context, owner and mode.
+  - A file that is immutable or append-only (C(chattr +i), C(chattr +a)), or in a directory that is, is refused
+    before anything is copied or staged. A run that fails leaves no timestamped copy and no change in O(backup_dir)
+    behind.
+  - When a file already replaced cannot be put back after a later one failed, the task fails with C(changed=true),
+    names each file left edited (C(left_edited)) and the copy of its earlier content to restore it from, with the
+    command (C(restore)).
+  - Each run removes the temporary files (C(.NAME.<12 hex digits>.ipmasq-tmp)) that a run stopped between staging
+    and renaming left beside the files it reads or writes, once they are older than 10 minutes.
 '''

@@ -111,6 +111,11 @@ notes:
   - The files of O(files) are written together or not at all - every new content is staged beside its file
     before the first file is replaced, and if replacing a later one fails, the files already replaced are put
     back. Removals (O(absent)) come after every write has succeeded.
+  - A path that is immutable or append-only (C(chattr +i), C(chattr +a)), or whose directory is, is refused before
+    anything is written.
+  - When a file already replaced cannot be put back, the task fails with C(changed=true), names each such file in
+    the message and in C(changed_paths), keeps a copy of its earlier content beside it (C(PATH.<time>.before),
+    mode 0600) and gives the command that restores it (C(restore)).
 seealso:
   - module: ansible.builtin.copy
   - module: ansible.builtin.file
@@ -184,6 +189,16 @@ existing:
   returned: always
   type: list
   elements: str
+removed_temp_files:
+  description:
+    - Temporary files that an earlier run, stopped between writing and renaming them, left beside the files of
+      O(files), removed by this run (in check mode, that it would remove). Only the exact name this module
+      gives them (C(.NAME.<12 hex digits>.ipmasq-tmp) beside C(NAME)) and only when older than 10 minutes, so
+      a run going on at the same time keeps its own. Removing them does not count as a change.
+  returned: always
+  type: list
+  elements: str
+  version_added: 1.1.0
 queried:
   description: One entry per path of O(query), in the order given.
   returned: always
@@ -205,13 +220,14 @@ import pwd
 import re
 import shutil
 import stat
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_native, to_text
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import remove_quietly, write_temp
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import Writer
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import atomic_write, remove_quietly, write_temp
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import Writer, flag_words, orphans_of
 from ansible_collections.ipmasq.agent.plugins.module_utils._module import run_module
 
 MODE_RE = re.compile(r'^0?[0-7]{3}$|^[0-7]{4}$')
@@ -415,23 +431,97 @@ def _remove(item):
 
 
 def _put_back(writer, done):
-    """Undo the writes in ``done``; return the paths that could not be put back."""
+    """Undo the writes in ``done``; return ``[(item, why)]`` for those that could not be put back."""
     failed = []
     for item in reversed(done):
         try:
             if item['existed'] and item['type'] == 'file':
-                writer.move(_stage(item, item['before']), item['path'])
+                tmp = _stage(item, item['before'])
+                try:
+                    writer.move(tmp, item['path'])
+                finally:
+                    remove_quietly(tmp)
             else:
                 os.unlink(item['path'])
-        except (MasqError, IOError, OSError):
-            failed.append(item['path'])
+        except (MasqError, IOError, OSError) as e:
+            failed.append((item, getattr(e, 'msg', None) or to_native(getattr(e, 'strerror', None) or e)))
     return failed
+
+
+def _left_edited(current, why, failed, done):
+    """The failure of a run that wrote files it then could not put back: each
+    named, with a copy of its earlier content (``<path>.<time>.before``, 0600)
+    and the command that restores it."""
+    left, restore, hints = [], [], []
+    stamp = time.strftime('%Y-%m-%dT%H%M%S')
+    for item, err in failed:
+        path = item['path']
+        left.append(path)
+        if not (item['existed'] and item['type'] == 'file'):
+            restore.append({'path': path, 'backup': None, 'command': ['rm', '-f', path]})
+            hints.append('%s was created by this run and could not be removed again (%s); remove it: rm -f %s'
+                         % (path, err, path))
+            continue
+        copy = '%s.%s.before' % (path, stamp)
+        try:
+            atomic_write(copy, item['before'], 0o600)
+        except (IOError, OSError) as e:
+            restore.append({'path': path, 'backup': None, 'command': None})
+            hints.append('%s was left written: putting it back failed (%s), and no copy of its earlier content '
+                         'could be written (%s); its earlier content is the "before" of this task\'s diff'
+                         % (path, err, to_native(e.strerror or e)))
+            continue
+        restore.append({'path': path, 'backup': copy, 'command': ['cp', copy, path]})
+        hints.append('%s was left written: putting it back failed (%s); restore it from its backup %s: cp %s %s'
+                     % (path, err, copy, copy, path))
+    back = [i['path'] for i in done if i['path'] not in left]
+    return MasqError('%s: cannot be written (%s). %s.%s'
+                     % (current['path'], why, '. '.join(hints), ' Put back as they were: %s.' % ', '.join(back) if back else ''),
+                     changed=True, changed_paths=left, left_edited=left, restore=restore)
+
+
+def _check_flags(items):
+    """Refuse (MasqError) a change the kernel would refuse because of an inode
+    flag (chattr +i, +a) on the file or on the directory it is written in."""
+    for item in items:
+        if not item['changed']:
+            continue
+        path = item['path']
+        targets = [path] if item['existed'] else []
+        if item['state'] == 'absent' or item.get('write'):
+            parent = os.path.dirname(path)
+            while parent != '/' and not os.path.isdir(parent):
+                parent = os.path.dirname(parent)
+            targets.append(parent)
+        for target in targets:
+            words = flag_words(target)
+            if words:
+                raise MasqError('%s: cannot be changed: %s is %s (chattr +%s, lsattr shows "%s"), so even root cannot '
+                                'change it; run "chattr -%s %s" if this task may change it. Nothing was changed.'
+                                % (path, 'it' if target == path else 'its directory ' + target, words[0], words[1],
+                                   words[1], words[1], target))
+
+
+def clean_orphans(items, check_mode):
+    """Remove the temporary files a killed run left beside the files of
+    ``files`` (files.orphans_of: our exact name, older than ORPHAN_AGE);
+    return their paths (in check mode: those it would remove)."""
+    removed = []
+    for real in orphans_of([i['path'] for i in items if i['state'] == 'present']):
+        if not check_mode:
+            try:
+                os.unlink(real)
+            except OSError:
+                continue
+        removed.append(real)
+    return removed
 
 
 def apply(module, items):
     """Write every file (all or nothing), then set attributes, then remove."""
     writer = Writer(module)
     writes = [i for i in items if i['changed'] and i['state'] == 'present' and i['write']]
+    _check_flags(items)
     staged = {}
     current = None
     try:
@@ -453,9 +543,7 @@ def apply(module, items):
             why = getattr(e, 'msg', None) or to_native(getattr(e, 'strerror', None) or e)
             failed = _put_back(writer, done)
             if failed:
-                raise MasqError('%s: cannot be written (%s), and %s could not be put back as it was.'
-                                % (current['path'], why, ', '.join(failed)),
-                                changed=True, changed_paths=[i['path'] for i in done])
+                raise _left_edited(current, why.rstrip('.'), failed, done)
             raise MasqError('%s: cannot be written (%s).%s Nothing was changed.'
                             % (current['path'], why, ' The files written before it (%s) were put back.'
                                % ', '.join(i['path'] for i in done) if done else ''))
@@ -486,9 +574,11 @@ def manage(module, _run, _find):
                               p['directory_mode'])
     except Bad as e:
         raise MasqError('%s. Nothing was changed.' % e)
+    removed = clean_orphans(items, module.check_mode)
     if not module.check_mode:
         apply(module, items)
     result = {
+        'removed_temp_files': removed,
         'changed': any(i['changed'] for i in items),
         'changed_paths': [i['path'] for i in items if i['changed']],
         'existing': [i['path'] for i in items if i['exists']] + [q['path'] for q in queried if q['type']],

@@ -35,14 +35,71 @@ class Backups:
     the file has changed since our last write (the user's newer version is
     then the one ``state=absent`` restores)."""
 
+    META_SUFFIX = META_SUFFIX
+
     def __init__(self, files, backup_dir, owner):
         self.files = files
         self.dir = check_abs(backup_dir, 'backup_dir')
         self.owner = owner
+        self._journal = None
 
     def _store(self, path):
         base = os.path.join(self.files.real(self.dir), path.lstrip('/'))
         return base, base + META_SUFFIX
+
+    def data_path(self, path):
+        """Where the original of ``path`` is kept (a real path)."""
+        return self._store(path)[0]
+
+    # A journal of what a transaction changes in the store, so that a run
+    # that is refused or undone leaves the store exactly as it found it.
+
+    def begin(self):
+        self._journal = {'files': {}, 'dirs': []}
+
+    def end(self):
+        self._journal = None
+
+    def _touch(self, real):
+        """Before ``real`` is written or removed: remember what it was, and
+        which of its directories do not exist yet."""
+        journal = self._journal
+        if journal is None or real in journal['files']:
+            return
+        try:
+            with open(real, 'rb') as f:
+                journal['files'][real] = f.read()
+        except (IOError, OSError):
+            journal['files'][real] = None
+        directory = os.path.dirname(real)
+        missing = []
+        while directory and directory != '/' and not os.path.isdir(directory):
+            missing.append(directory)
+            directory = os.path.dirname(directory)
+        journal['dirs'].extend(d for d in missing if d not in journal['dirs'])
+
+    def rollback(self):
+        """Put the store back as it was at ``begin``; the paths that could not be."""
+        journal, self._journal = self._journal, None
+        if journal is None:
+            return []
+        kept = []
+        for real, data in journal['files'].items():
+            try:
+                if data is None:
+                    if os.path.lexists(real):
+                        os.unlink(real)
+                else:
+                    atomic_write(real, data, 0o600)
+            except (IOError, OSError):
+                kept.append(real)
+        for directory in sorted(journal['dirs'], key=len, reverse=True):
+            try:
+                os.rmdir(directory)
+            except OSError:
+                if os.path.isdir(directory) and os.listdir(directory):
+                    kept.append(directory)
+        return kept
 
     def record(self, path):
         _data, meta = self._store(path)
@@ -91,6 +148,7 @@ class Backups:
         owners = sorted(set((rec or {}).get('owners', [])) | set([self.owner]))
         rec = {'path': path, 'owners': owners, 'existed': before is not None,
                'saved': time.strftime('%Y-%m-%dT%H:%M:%S'), 'written_sha256': None}
+        self._touch(data)
         if before is not None:
             rec.update(mode=st.st_mode & 0o7777, uid=st.st_uid, gid=st.st_gid, original_sha256=sha256(before))
             atomic_write(data, before, 0o600)
@@ -106,11 +164,13 @@ class Backups:
 
     def _save(self, path, rec):
         _data, meta = self._store(path)
+        self._touch(meta)
         atomic_write(meta, json.dumps(rec, indent=2, sort_keys=True) + '\n', 0o600)
 
     def drop(self, path):
         data, meta = self._store(path)
         for p in (data, meta):
+            self._touch(p)
             if os.path.exists(p):
                 os.unlink(p)
 
