@@ -20,12 +20,13 @@ positional: _input, groups
 options:
   _input:
     description:
-      - A dict of host name to what was found there, with the keys C(groups) (the host's groups),
-        C(error) (a message when the host could not be read), C(chain) (the result of
+      - A dict of host name to what was found there, with the keys C(groups) (the host's groups, used when
+        O(host_groups) does not name the host), C(error) (a message when the host could not be read),
+        C(unreachable) (a message when the host stopped answering during the audit), C(chain) (the result of
         C(ipmasq.agent.masq_chain) in check mode), C(snat) (the result of C(ipmasq.agent.snat_sources)),
-        C(kernel) (the kernel release), C(managed) (false where C(ip_masq_state) is V(absent); nothing is checked
-        there), C(resync_enabled) (bool) and C(resync) (one of V(active), V(inactive), V(activating), V(failed),
-        V(not installed), V(not checked), V(off), V(unknown)).
+        C(kernel) (the kernel release), C(managed) (false where C(ip_masq_state) is V(absent); only our policy
+        left behind is checked there), C(resync_enabled) (bool) and C(resync) (one of V(active), V(inactive),
+        V(activating), V(failed), V(not installed), V(not checked), V(off), V(unknown)).
     type: dict
     required: true
   groups:
@@ -33,6 +34,33 @@ options:
     type: list
     elements: str
     default: []
+  host_groups:
+    description:
+      - A dict of host name to the groups the inventory puts it in (C(hostvars[host].group_names)). It wins over
+        the C(groups) of O(_input), so that a host that never reported (unreachable, or failed early) still counts
+        in its groups.
+    type: dict
+    version_added: 1.1.0
+  unreachable:
+    description:
+      - A dict of host name to the result of the task that found it unreachable (or a message). Such a host has
+        the C(policy) V(unreachable); it is added when O(_input) does not name it.
+    type: dict
+    version_added: 1.1.0
+  on_unreachable:
+    description:
+      - V(fail) makes an unreachable host an V(off-policy) finding (it is listed in C(off_policy_hosts));
+        V(ignore) makes it a V(warning). Either way it is listed in C(unreachable_hosts) and counted as
+        C(unreachable) and C(unreadable).
+    type: str
+    choices: [fail, ignore]
+    default: fail
+    version_added: 1.1.0
+  fail_off_policy:
+    description: Whether the run fails the off-policy hosts (C(ip_masq_report_fail)); only stated in C(gate).
+    type: bool
+    default: false
+    version_added: 1.1.0
 """
 
 EXAMPLES = r"""
@@ -47,22 +75,38 @@ EXAMPLES = r"""
 RETURN = r"""
 _value:
   description:
-    - The report. C(hosts) maps each host to its C(policy) (V(ok), V(off-policy)), C(chain) (V(in place),
-      V(drifted), V(missing), V(not managed), V(unknown)), C(chain_actions), C(backend), C(iptables), C(kernel), C(resync),
-      C(snat_sources) (every SNAT rule found, with C(owner), C(family), C(chain), C(rule), C(reachable),
-      C(allowed)) and C(findings) (each with C(severity) V(off-policy) or V(warning), C(what) and C(do)).
-    - C(groups) maps each group to its counts (C(hosts), C(off_policy), C(chain_missing), C(chain_drifted),
-      C(foreign_snat) (hosts with an offender), C(offenders) (rules), C(resync_not_active), C(unreadable)), and
-      C(totals) holds the same for the whole fleet. C(off_policy_hosts) lists the off-policy hosts.
+    - >-
+      The report. C(hosts) maps each host to its C(policy) (V(ok), V(off-policy), V(unreachable)), C(chain)
+      (V(in place), V(drifted), V(missing), V(not managed), V(unknown)), C(chain_actions), C(chain_drift) (per
+      V(ipv4), V(ipv6) and V(nftables), the C(drift) of C(ipmasq.agent.masq_chain), which names the rules a run
+      would put back (C(missing)) or take out (C(extra))), C(policy_backend) (where the settings put the policy:
+      V(iptables) or V(nftables)), C(policy_in) (where ours acts on traffic now: V(iptables-nft),
+      V(iptables-legacy), V(nftables); two of them is an V(off-policy) finding), C(ours_backends) and C(only_ours)
+      (from C(ipmasq.agent.snat_sources)), C(backend) (the iptables tools' backend, V(nf_tables) or V(legacy);
+      null where iptables was not read), C(iptables) and C(nft) (versions), C(kernel), C(resync), C(unreachable)
+      (the message, or null), C(snat_sources) (every SNAT rule found, with C(owner), C(family), C(backend),
+      C(chain), C(rule), C(reachable), C(allowed), C(ours)) and C(findings) (each with C(severity) V(off-policy) or
+      V(warning), C(what) and C(do)).
+    - >-
+      C(groups) maps each group to its counts (C(hosts), C(off_policy), C(chain_missing), C(chain_drifted),
+      C(foreign_snat) (hosts with an offender), C(offenders) (rules), C(resync_not_active), C(unreadable),
+      C(unreachable), C(in_both_backends)), and C(totals) holds the same for the whole fleet.
+    - >-
+      C(off_policy_hosts) lists the hosts with an V(off-policy) finding (the ones the gate fails; unreachable
+      hosts only with O(on_unreachable=fail)), C(unreachable_hosts) the hosts that could not be reached, and
+      C(gate) says what fails the run (C(off_policy) V(fail) or V(report), C(unreachable) V(fail) or V(ignore)).
   type: dict
 """
 
 from ansible.errors import AnsibleFilterError
 
 NAME = 'ipmasq.agent.snat_report'
-SOURCE_KEYS = ('owner', 'family', 'backend', 'table', 'chain', 'rule', 'reachable', 'allowed', 'allowed_by')
+SOURCE_KEYS = ('owner', 'family', 'backend', 'table', 'chain', 'rule', 'reachable', 'allowed', 'allowed_by', 'ours')
 COUNTS = ('hosts', 'off_policy', 'chain_missing', 'chain_drifted', 'foreign_snat', 'offenders',
-          'resync_not_active', 'unreadable')
+          'resync_not_active', 'unreadable', 'unreachable', 'in_both_backends')
+ON_UNREACHABLE = ('fail', 'ignore')
+# How many rules of each kind (missing, extra) a finding names; the JSON's chain_drift has them all.
+DRIFT_SHOWN = 5
 
 
 def _chain_state(chain):
@@ -70,47 +114,158 @@ def _chain_state(chain):
         return 'unknown'
     if not chain.get('changed'):
         return 'in place'
+    nft = chain.get('nftables') or {}
+    if chain.get('selected_backend') == 'nftables' or nft.get('managed'):
+        return 'missing' if not nft.get('exists_before') else 'drifted'
     families = [chain.get(f) or {} for f in ('ipv4', 'ipv6')]
     exists = [((f.get('before') or {}).get('chain_exists')) for f in families if f.get('managed')]
     return 'missing' if exists and not any(exists) else 'drifted'
 
 
-def _host(name, found):
+def _chain_drift(chain):
+    """Which rules each rewrite puts back or takes out (masq_chain's ``drift``), by family or table."""
+    out = {}
+    for key in ('ipv4', 'ipv6', 'nftables'):
+        drift = (chain.get(key) or {}).get('drift') if isinstance(chain.get(key), dict) else None
+        if drift:
+            out[key] = drift
+    return out
+
+
+def _describe(drift):
+    """One drift as words, at most DRIFT_SHOWN rules of each kind."""
+    parts = []
+    for kind in ('missing', 'extra'):
+        rules = drift.get(kind) or []
+        if rules:
+            more = ' (and %d more)' % (len(rules) - DRIFT_SHOWN) if len(rules) > DRIFT_SHOWN else ''
+            parts.append('%s %s%s' % (kind, ', '.join('`%s`' % r for r in rules[:DRIFT_SHOWN]), more))
+    if drift.get('reordered'):
+        parts.append('the same rules in another order')
+    return ', '.join(parts)
+
+
+def _drift_words(chain_drift):
+    words = []
+    for key in ('ipv4', 'ipv6'):
+        if key in chain_drift and _describe(chain_drift[key]):
+            words.append('%s chain: %s' % (key.replace('ip', 'IP'), _describe(chain_drift[key])))
+    nft = chain_drift.get('nftables') or {}
+    if _describe(nft.get('rules') or {}):
+        words.append('nftables chain postrouting: %s' % _describe(nft['rules']))
+    for name, drift in sorted((nft.get('sets') or {}).items()):
+        words.append('nftables set %s: %s' % (name, _describe(drift)))
+    return words
+
+
+def _policy_in(sources):
+    """Where ours acts on traffic: iptables-nft, iptables-legacy and/or nftables."""
+    found = set()
+    for src in sources:
+        if (src.get('ours') or src.get('allowed_by') == 'ours') and src.get('reachable'):
+            found.add('nftables' if src.get('backend') == 'nft' else src.get('backend') or 'iptables')
+    return sorted(found)
+
+
+def _unreachable_message(found, chain, snat, unreachable):
+    if unreachable is not None:
+        if isinstance(unreachable, dict):
+            return unreachable.get('msg') or 'unreachable'
+        return str(unreachable) or 'unreachable'
+    for result in (found, chain, snat):
+        value = result.get('unreachable')
+        if value:
+            return result.get('msg') or (value if isinstance(value, str) else 'unreachable')
+    return None
+
+
+def _in_both(name, chain_name, policy_in, policy_backend):
+    where = ', '.join(policy_in)
+    belongs = (' The settings put it in %s.' % policy_backend) if policy_backend else ''
+    return {'severity': 'off-policy',
+            'what': 'our policy is in both iptables and nftables (%s): the node runs two policies' % where,
+            'do': ('Keep one: run playbooks/site.yml --limit %s with ip_masq_backend set to the backend it belongs in '
+                   '(iptables or nftables); the run removes ours from the other one.%s Or remove the other by hand: '
+                   'nft delete table inet %s, or iptables -t nat -D POSTROUTING -j %s; iptables -t nat -F %s; '
+                   'iptables -t nat -X %s (iptables-legacy for a legacy table, ip6tables for IPv6).'
+                   % (name, belongs, (chain_name or 'IP-MASQ-AGENT').lower(), chain_name, chain_name, chain_name))}
+
+
+def _host(name, found, groups=None, unreachable=None, on_unreachable='fail'):
     if not isinstance(found, dict):
         found = {}
     chain = found.get('chain') or {}
     snat = found.get('snat') or {}
+    sources = [{key: src.get(key) for key in SOURCE_KEYS} for src in snat.get('sources') or []]
     out = {
-        'groups': list(found.get('groups') or []),
+        'groups': list(found.get('groups') or []) if groups is None else list(groups),
         'chain': _chain_state(chain),
         'chain_actions': list(chain.get('actions') or []) if chain.get('changed') else [],
+        'chain_drift': _chain_drift(chain) if chain.get('changed') else {},
+        'policy_backend': chain.get('selected_backend'),
+        'policy_in': _policy_in(sources),
+        'ours_backends': list(snat.get('ours_backends') or []),
+        'only_ours': snat.get('only_ours'),
         'backend': chain.get('backend'),
         'iptables': chain.get('iptables_version'),
+        'nft': chain.get('nft_version'),
         'kernel': found.get('kernel'),
         'resync': found.get('resync', 'unknown'),
-        'snat_sources': [{key: src.get(key) for key in SOURCE_KEYS} for src in snat.get('sources') or []],
+        'snat_sources': sources,
+        'unreachable': None,
         'findings': [],
     }
     findings = out['findings']
+    chain_name = snat.get('chain') or chain.get('chain') or 'IP-MASQ-AGENT'
+    in_both = len(out['ours_backends']) > 1
+    lost = _unreachable_message(found, chain, snat, unreachable)
+    if lost is not None:
+        out['unreachable'] = lost
+        fails = on_unreachable == 'fail'
+        findings.append({'severity': 'off-policy' if fails else 'warning',
+                         'what': 'could not be reached: %s' % lost,
+                         'do': ('Make the host reachable over SSH (ssh root@%s), then run the report again. '
+                                'ip_masq_report_unreachable=%s: an unreachable host %s.'
+                                % (name, on_unreachable, 'fails the gate (ansible-playbook exits 4)' if fails
+                                   else 'is reported only, and does not change the exit status'))})
+        out['policy'] = 'unreachable'
+        out['counts'] = dict.fromkeys(COUNTS, 0)
+        out['counts'].update(hosts=1, unreachable=1, unreadable=1, off_policy=int(fails))
+        return out
     if found.get('managed') is False:
-        out.update(chain='not managed', policy='ok', counts=dict.fromkeys(COUNTS, 0), snat_sources=out['snat_sources'])
-        out['counts']['hosts'] = 1
+        out.update(chain='not managed')
+        if out['policy_in']:
+            findings.append({'severity': 'off-policy',
+                             'what': 'ip_masq_state is absent, but our policy still acts on traffic (%s)'
+                                     % ', '.join(out['policy_in']),
+                             'do': ('Run playbooks/site.yml --limit %s: state absent removes ours from every backend.'
+                                    % name)})
+        if in_both:
+            findings.append(_in_both(name, chain_name, out['policy_in'], None))
+        out['policy'] = 'off-policy' if findings else 'ok'
+        out['counts'] = dict.fromkeys(COUNTS, 0)
+        out['counts'].update(hosts=1, off_policy=int(bool(findings)), in_both_backends=int(in_both))
         return out
     errors = [e for e in ([found.get('error')] + [chain.get('msg') if chain.get('failed') else None]
                           + [snat.get('msg') if snat.get('failed') else None]) if e]
     if errors or not chain or not snat:
         findings.append({'severity': 'off-policy',
-                         'what': 'could not be read: %s' % ('; '.join(errors) or 'no result (unreachable or failed)'),
+                         'what': 'could not be read: %s' % ('; '.join(errors) or 'no result (a task failed, or the host went away)'),
                          'do': 'Make the host reachable over SSH with Python 3 and iptables, then run the report again.'})
+    drift_words = _drift_words(out['chain_drift'])
     if out['chain'] == 'missing':
         findings.append({'severity': 'off-policy', 'what': 'our chain is missing (%s)' % '; '.join(out['chain_actions']),
                          'do': 'Apply it: ansible-playbook playbooks/site.yml --limit %s' % name})
     elif out['chain'] == 'drifted':
         findings.append({'severity': 'off-policy',
-                         'what': 'our chain has drifted; a run would: %s' % '; '.join(out['chain_actions']),
+                         'what': 'our chain has drifted; a run would: %s%s' % (
+                             '; '.join(out['chain_actions']),
+                             ''.join('. %s' % w for w in drift_words)),
                          'do': ('Run playbooks/site.yml --limit %s (or let the resync repair it). If it comes back, '
                                 'find what rewrites the nat table: journalctl -u ip-masq-agent.service lists each '
                                 'repair.' % name)})
+    if in_both:
+        findings.append(_in_both(name, chain_name, out['policy_in'], out['policy_backend']))
     for offender in snat.get('offenders') or []:
         findings.append({'severity': 'off-policy',
                          'what': '%s SNAT rule in %s %s (%s): %s' % (
@@ -133,18 +288,39 @@ def _host(name, found):
         'offenders': len(snat.get('offenders') or []),
         'resync_not_active': int(any(f['severity'] == 'warning' for f in findings)),
         'unreadable': int(bool(errors) or not chain or not snat),
+        'unreachable': 0,
+        'in_both_backends': int(in_both),
     }
     return out
 
 
-def snat_report(found, groups=()):
+def _check_mapping(value, what, item_ok):
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(k, str) and item_ok(v) for k, v in value.items()):
+        raise AnsibleFilterError('%s: %s, not %r.' % (NAME, what, value))
+    return value
+
+
+def snat_report(found, groups=(), *, host_groups=None, unreachable=None, on_unreachable='fail', fail_off_policy=False):
     """The fleet report from {host: what audit.yml found there}."""
     if not isinstance(found, dict):
         raise AnsibleFilterError('%s: the input must be a dict of host name to findings, not %s.'
                                  % (NAME, type(found).__name__))
     if isinstance(groups, str) or not all(isinstance(g, str) for g in groups):
         raise AnsibleFilterError('%s: groups must be a list of group names, not %r.' % (NAME, groups))
-    hosts = {name: _host(name, found[name]) for name in sorted(found)}
+    host_groups = _check_mapping(
+        host_groups, 'host_groups must be a dict of host name to the list of its inventory groups',
+        lambda v: not isinstance(v, str) and isinstance(v, (list, tuple)) and all(isinstance(g, str) for g in v))
+    unreachable = _check_mapping(unreachable, 'unreachable must be a dict of host name to the unreachable result or '
+                                 'message', lambda v: isinstance(v, (dict, str)))
+    if on_unreachable not in ON_UNREACHABLE:
+        raise AnsibleFilterError("%s: on_unreachable must be 'fail' or 'ignore', not %r." % (NAME, on_unreachable))
+    if not isinstance(fail_off_policy, bool):
+        raise AnsibleFilterError('%s: fail_off_policy must be true or false, not %r.' % (NAME, fail_off_policy))
+    names = sorted(set(found) | set(unreachable))
+    hosts = {name: _host(name, found.get(name), host_groups.get(name), unreachable.get(name), on_unreachable)
+             for name in names}
     wanted = list(groups) or sorted({g for h in hosts.values() for g in h['groups']})
     sums = {g: dict.fromkeys(COUNTS, 0) for g in wanted}
     totals = dict.fromkeys(COUNTS, 0)
@@ -159,7 +335,10 @@ def snat_report(found, groups=()):
         'hosts': hosts,
         'groups': sums,
         'totals': totals,
-        'off_policy_hosts': [name for name, host in hosts.items() if host['policy'] == 'off-policy'],
+        'off_policy_hosts': [name for name, host in hosts.items()
+                             if any(f['severity'] == 'off-policy' for f in host['findings'])],
+        'unreachable_hosts': [name for name, host in hosts.items() if host['policy'] == 'unreachable'],
+        'gate': {'off_policy': 'fail' if fail_off_policy else 'report', 'unreachable': on_unreachable},
     }
 
 

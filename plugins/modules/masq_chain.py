@@ -383,6 +383,17 @@ nftables:
     transaction:
       description: The C(nft -j -f -) transaction written (or that would be), libnftables JSON, or null.
       type: str
+    drift:
+      description:
+        - When the run rewrites (or would rewrite) a table that was there, which rules and set elements it puts back
+          or takes out; null otherwise.
+        - C(rules) holds C(missing) (rules of our chain the policy wants and the table lacks), C(extra) (rules the
+          table holds and the policy does not want), in nft syntax, and C(reordered) (the same rules in another
+          order). C(sets) maps each set that differs to its C(missing) and C(extra) elements.
+      type: dict
+      version_added: 1.1.0
+      sample: {"rules": {"missing": [], "extra": ["ip daddr 198.51.100.0/24 masquerade"], "reordered": false},
+               "sets": {"nonmasq4": {"missing": ["10.30.0.0/16"], "extra": []}}}
 chain:
   description: The chain managed.
   returned: always
@@ -445,6 +456,17 @@ ipv4:
     restore_input:
       description: The C(iptables-restore --noflush) transaction written (or that would be), or null.
       type: str
+    drift:
+      description:
+        - When the run rewrites (or would rewrite) a chain that was there, which rules it puts back or takes out;
+          null otherwise (a new chain, or a chain as wanted).
+        - C(missing) lists the rules the policy wants and the chain lacks, C(extra) the rules the chain holds and
+          the policy does not want, as C(iptables-save) prints them; C(reordered) is true when the chain holds the
+          same rules in another order.
+      type: dict
+      version_added: 1.1.0
+      sample: {"missing": ["-A IP-MASQ-AGENT -d 10.30.0.0/16 -m comment --comment \"ip-masq-agent: ...\" -j RETURN"],
+               "extra": [], "reordered": false}
 ipv6:
   description: The IPv6 side, as RV(ipv4); C(managed) is false unless O(ipv6=true).
   returned: always

@@ -322,7 +322,8 @@ def diff_of(res):
 # --------------------------------------------------------------------------
 
 # Drift after an extended policy, per backend: (case it follows, label, what
-# is done, the action the repair reports).
+# is done, the action the repair reports). NFT_DRIFT_NAMED: what the
+# repair's nftables.drift names (IPv4 iptables: the one rule deleted).
 IPT_DRIFTS = [
     ('exceptions', 'exception rule deleted', ['-D', CHAIN, '1'],
      'IPv4: rewrite chain %s (4 rules -> 5 rules)' % CHAIN),
@@ -340,6 +341,14 @@ NFT_DRIFTS = [
      'nft delete element inet ip-masq-agent sources-ipv4 { 10.244.0.0/16 }',
      'nftables: rewrite table inet ip-masq-agent (set sources-ipv4: 0 element(s), 1 wanted)'),
 ]
+NFT_DRIFT_NAMED = {
+    'exception rule deleted': lambda d: (len(d['rules']['missing']) == 1 and '@exceptions-ipv4' in d['rules']['missing'][0]
+                                         and d['rules']['extra'] == [] and d['sets'] == {}),
+    'exceptions set flushed': lambda d: (d['rules']['missing'] == d['rules']['extra'] == []
+                                         and len(d['sets']['exceptions-ipv4']['missing']) == 2
+                                         and d['sets']['exceptions-ipv4']['extra'] == []),
+    'sources element deleted': lambda d: d['sets'] == {'sources-ipv4': {'missing': ['10.244.0.0/16'], 'extra': []}},
+}
 
 
 # The policies the audit runs after, and how many SNAT rules of ours it lists
@@ -401,6 +410,14 @@ def test_listings_check_mode_idempotence_diff_drift_and_audit(pnode):
             assert drifted != expected(node, want), (name, drift)
             repair = step(drift + ': repair')
             assert repair['changed'] is True and repair['actions'] == [said], (name, drift, repair.get('actions'))
+            # Which rules: the one deleted is named, nothing else.
+            if node.policy == 'iptables':
+                named = repair['ipv4']['drift']
+                assert named['extra'] == [] and len(named['missing']) == 1, (name, drift, named)
+                assert named['missing'][0] in repair['ipv4']['rules'], (name, drift, named)
+                assert named['missing'][0] not in listing(node, step(drift + ': drifted'))['ipv4'], (name, drift, named)
+            else:
+                assert NFT_DRIFT_NAMED[drift](repair['nftables']['drift']), (name, drift, repair['nftables']['drift'])
             before = step(drift + ': repaired')
             assert listing(node, before) == expected(node, want), (name, drift)
             assert step(drift + ': again')['changed'] is False, (name, drift)

@@ -19,6 +19,24 @@ EAST = [LINK_LOCAL, '10.244.0.0/16', '10.30.0.0/16']         # inventories/examp
 WEST_V4 = ['172.18.0.0/16', '10.168.0.0/16']                  # cluster_west.yml (masqLinkLocal: true)
 WEST_V6 = ['fe80::/10', 'fd00:18::/48']
 DOCKER_RULE = ['-s', '172.17.0.0/16', '!', '-o', 'docker0', '-j', 'MASQUERADE']
+FOREIGN_RETURN = ['-d', '198.51.100.0/24', '-j', 'RETURN']
+# Our table beside our chain, as a switch of backend left half done would leave it.
+HALF_SWITCH = '''table inet ip-masq-agent {
+  chain postrouting {
+    type nat hook postrouting priority srcnat; policy accept;
+    oifname "imq-none" masquerade comment "ip-masq-agent: left by a switch"
+  }
+}
+'''
+# A host that stops answering SSH: connections reset at once (also the
+# controller's ControlPersist one), so the run sees it unreachable without a timeout.
+CUT_SSH = '''table inet imq_cut_ssh {
+  chain input {
+    type filter hook input priority -10; policy accept;
+    tcp dport 22 reject with tcp reset
+  }
+}
+'''
 # What the machine itself has at the paths the role writes by default: the
 # test hosts must leave them as they were.
 MACHINE_PATHS = ['/etc/ip-masq-agent/config', '/etc/systemd/system/ip-masq-agent.service',
@@ -49,6 +67,13 @@ def sessions(host):
     """SSH commands this host's sshd has run so far."""
     with open(host.sshd_log, encoding='utf-8', errors='replace') as handle:
         return handle.read().count('Starting session:')
+
+
+def read_report(path):
+    with open(path + '.json') as handle:
+        report = json.load(handle)
+    with open(path + '.md') as handle:
+        return report, handle.read()
 
 
 def run_ok(fleet, playbook, *args, **kwargs):
@@ -141,10 +166,13 @@ def test_site_run_over_ssh_then_no_change_check_mode_and_tags(fleet):
 
 
 def test_fleet_report_names_the_off_policy_hosts_and_can_gate(fleet):
+    east1, east2, west1 = fleet.host('east-1'), fleet.host('east-2'), fleet.host('west-1')
+    fleet.write_host_vars(east1, ip_masq_backend='nftables')   # one host's policy in nftables
     run_ok(fleet, 'site.yml')
-    east2, west1 = fleet.host('east-2'), fleet.host('west-1')
     east2.ipt('-I', 'POSTROUTING', *DOCKER_RULE)      # Docker's default-bridge rule
-    west1.ipt('-F', CHAIN)                             # our chain emptied
+    west1.ipt('-F', CHAIN)                             # our chain emptied, and a rule of someone else's in it
+    west1.ipt('-A', CHAIN, *FOREIGN_RETURN)
+    west1.ns.exec(['nft', '-f', '-'], input=HALF_SWITCH)   # ours in nftables too: a switch left half done
     nat_before = {h.name: (h.nat(4), h.nat(6)) for h in fleet.hosts}
     out = os.path.join(fleet.dir, 'report')
 
@@ -153,12 +181,9 @@ def test_fleet_report_names_the_off_policy_hosts_and_can_gate(fleet):
     # It only reads (a drifted chain shows as "changed", as in check mode).
     assert {h.name: (h.nat(4), h.nat(6)) for h in fleet.hosts} == nat_before
     assert {h.name: sorted(os.walk(h.root)) for h in fleet.hosts} == files_before
-    with open(out + '.json') as handle:
-        report = json.load(handle)
-    with open(out + '.md') as handle:
-        markdown = handle.read()
+    report, markdown = read_report(out)
 
-    assert report['off_policy_hosts'] == ['east-2', 'west-1']
+    assert report['off_policy_hosts'] == ['east-2', 'west-1'] and report['unreachable_hosts'] == []
     hosts = report['hosts']
     assert hosts['east-1']['policy'] == 'ok' and hosts['east-1']['findings'] == []
     assert hosts['east-1']['chain'] == 'in place' and hosts['east-2']['chain'] == 'in place'
@@ -167,24 +192,64 @@ def test_fleet_report_names_the_off_policy_hosts_and_can_gate(fleet):
     docker = [f for f in hosts['east-2']['findings'] if f['severity'] == 'off-policy']
     assert len(docker) == 1 and 'docker SNAT rule' in docker[0]['what'] and '172.17.0.0/16' in docker[0]['what']
     assert '"ip-masq": false' in docker[0]['do']
+    # Which backend holds the policy: nftables on east-1 (whose iptables is not even read), iptables elsewhere.
+    assert (hosts['east-1']['policy_backend'], hosts['east-1']['policy_in'], hosts['east-1']['ours_backends']) == (
+        'nftables', ['nftables'], ['nftables'])
+    assert hosts['east-1']['only_ours'] is True and re.match(r'^\d+\.\d+\.\d+', hosts['east-1']['nft'])
+    assert hosts['east-2']['policy_backend'] == 'iptables' and hosts['east-2']['policy_in'] == ['iptables-nft']
+    for name in ('east-2', 'west-1'):
+        assert hosts[name]['backend'] == 'nf_tables' and re.match(r'^\d+\.\d+\.\d+$', hosts[name]['iptables'])
     for host in hosts.values():
-        assert host['backend'] == 'nf_tables' and re.match(r'^\d+\.\d+\.\d+$', host['iptables'])
         assert host['kernel'] == os.uname().release
         assert host['resync'] == 'not checked'   # ip_masq_resync_systemctl: false on the test hosts
+    # Ours in both backends on west-1: a finding with what to do.
+    assert hosts['west-1']['ours_backends'] == ['iptables', 'nftables'] and hosts['west-1']['only_ours'] is False
+    both = [f for f in hosts['west-1']['findings'] if f['what'].startswith('our policy is in both')]
+    assert len(both) == 1 and both[0]['severity'] == 'off-policy'
+    assert '(iptables-nft, nftables)' in both[0]['what'] and 'nft delete table inet ip-masq-agent' in both[0]['do']
+    # The drift names the rules: the ones a run puts back, and the one it takes out.
+    drift = hosts['west-1']['chain_drift']['ipv4']
+    assert drift['extra'] == ['-A %s %s' % (CHAIN, ' '.join(FOREIGN_RETURN))]
+    assert [r for r in drift['missing'] if ' -d 172.18.0.0/16 ' in r] and drift['missing'][-1].endswith('--random-fully')
+    (drifted,) = [f for f in hosts['west-1']['findings'] if f['what'].startswith('our chain has drifted')]
+    assert 'IPv4 chain: missing `-A %s -d 172.18.0.0/16' % CHAIN in drifted['what']
+    assert 'extra `-A %s -d 198.51.100.0/24 -j RETURN`' % CHAIN in drifted['what']
     assert report['groups'] == {
         'cluster_east': dict(hosts=2, off_policy=1, chain_missing=0, chain_drifted=0, foreign_snat=1, offenders=1,
-                             resync_not_active=0, unreadable=0),
+                             resync_not_active=0, unreadable=0, unreachable=0, in_both_backends=0),
         'cluster_west': dict(hosts=1, off_policy=1, chain_missing=0, chain_drifted=1, foreign_snat=0, offenders=0,
-                             resync_not_active=0, unreadable=0)}
+                             resync_not_active=0, unreadable=0, unreachable=0, in_both_backends=1)}
     assert report['totals']['off_policy'] == 2
-    assert '**2 off-policy** (east-2, west-1)' in markdown
+    assert report['gate'] == {'off_policy': 'report', 'unreachable': 'fail'}
+    assert '**2 off-policy** (east-2, west-1), 0 unreachable' in markdown
     assert '### east-2' in markdown and '### west-1' in markdown and '### east-1' not in markdown
     assert '| cluster_west | 1 | 1 | 0 | 1 |' in markdown
+    assert '| **iptables-nft and nftables** |' in markdown
 
-    # The gate: the same report, and the off-policy hosts fail the run.
-    run = fleet.playbook('audit.yml', extra_vars={'ip_masq_report_path': out, 'ip_masq_report_fail': True})
-    assert run.rc != 0 and run.failed_hosts() == ['east-2', 'west-1'], run.explain()
-    assert os.path.exists(out + '.md')
+    # The gate: the same report, the off-policy hosts fail the run, exit
+    # status 2. east-1 has stopped answering SSH: it is ignored here as asked,
+    # still counts in its cluster, and the exit status tells it apart.
+    east1.ns.exec(['nft', '-f', '-'], input=CUT_SSH)
+    run = fleet.playbook('audit.yml', extra_vars={'ip_masq_report_path': out, 'ip_masq_report_fail': True,
+                                                  'ip_masq_report_unreachable': 'ignore'})
+    failed = sorted({h for _n, hosts in run.tasks for h, r in hosts.items() if r.get('failed') and not r.get('unreachable')})
+    assert run.rc == 2 and failed == ['east-2', 'west-1'], run.explain()
+    assert run.stats['east-1']['unreachable'] == 0 and run.stats['east-1']['ignored'] == 1, run.stats
+    report, markdown = read_report(out)
+    assert report['unreachable_hosts'] == ['east-1'] and report['off_policy_hosts'] == ['east-2', 'west-1']
+    assert report['hosts']['east-1']['policy'] == 'unreachable'
+    assert [f['severity'] for f in report['hosts']['east-1']['findings']] == ['warning']
+    assert report['groups']['cluster_east']['hosts'] == 2 and report['groups']['cluster_east']['unreachable'] == 1
+    assert sum(g['hosts'] for g in report['groups'].values()) == report['totals']['hosts'] == 3
+    assert report['gate'] == {'off_policy': 'fail', 'unreachable': 'ignore'}
+    assert 'unreachable hosts are reported only (ip_masq_report_unreachable=ignore)' in markdown
+    # The default: an unreachable host fails the run with Ansible's own 4, gate or not.
+    run = fleet.playbook('audit.yml', extra_vars={'ip_masq_report_path': out})
+    assert run.rc == 4 and run.stats['east-1']['unreachable'] == 1, run.explain()
+    report, _markdown = read_report(out)
+    assert report['unreachable_hosts'] == ['east-1'] and report['off_policy_hosts'] == ['east-1', 'east-2', 'west-1']
+    assert report['groups']['cluster_east']['hosts'] == 2 and report['groups']['cluster_east']['off_policy'] == 2
+    east1.ns.exec(['nft', 'delete', 'table', 'inet', 'imq_cut_ssh'])
 
     # Repaired: the chain back by a site run, Docker's rule removed by hand.
     east2.ipt('-D', 'POSTROUTING', *DOCKER_RULE)

@@ -33,6 +33,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import drift as rule_drift
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import nfnetlink
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import (
@@ -286,13 +287,16 @@ class Backends:
         out = {'table': table_label(reading.name), 'managed': reading.selected == 'nftables',
                'read': reading.nft_read, 'exists_before': reading.nft_table is not None,
                'changed': bool(nft is not None and nft.changed), 'before': None, 'after': None,
-               'transaction': None}
+               'transaction': None, 'drift': None}
         if nft is not None:
             if nft.changed:
                 # The listings only when they differ: a table in sync is the
                 # policy's, and 20,000 set elements are not sent back every run.
                 out['before'], out['after'] = nft.before, nft.after
                 out['transaction'] = self.nft.batch(nft.commands)
+                if nft.managed and nft.desired is not None:
+                    # Which rules and set elements the rewrite puts back or takes out.
+                    out['drift'] = rule_drift.nft_table(nft.table, nft.desired)
             if nft.note:
                 out['note'] = nft.note
                 result['warnings'].append('nftables: %s' % nft.note)

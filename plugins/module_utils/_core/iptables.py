@@ -26,6 +26,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import drift as rule_drift
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import (
     parse_save,
@@ -498,6 +499,9 @@ class IptablesBackend:
                 'rules': fam.after_rules,
                 'jump': fam.after_jump,
                 'restore_input': payload(fam.lines) if fam.lines else None,
+                # Which rules a rewrite puts back or takes out (None: the chain is new, or as wanted).
+                'drift': (rule_drift.iptables_chain(fam.rules, fam.after_rules)
+                          if fam.managed and fam.chain_exists and fam.changed else None),
             }
             if fam.note:
                 result['ipv%d' % family]['note'] = fam.note

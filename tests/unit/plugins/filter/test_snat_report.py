@@ -7,8 +7,11 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.ipmasq.agent.plugins.filter.snat_report import snat_report
 
-OURS = {'owner': 'ip-masq-agent', 'family': 'ipv4', 'table': 'nat', 'chain': 'IP-MASQ-AGENT', 'rule': '-A ...',
-        'reachable': True, 'allowed': True, 'allowed_by': 'ours'}
+OURS = {'owner': 'ip-masq-agent', 'family': 'ipv4', 'backend': 'iptables-nft', 'table': 'nat', 'chain': 'IP-MASQ-AGENT',
+        'rule': '-A ...', 'reachable': True, 'allowed': True, 'allowed_by': 'ours', 'ours': True}
+OURS_NFT = {'owner': 'ip-masq-agent', 'family': 'inet', 'backend': 'nft', 'table': 'inet ip-masq-agent',
+            'chain': 'postrouting', 'rule': 'masquerade', 'reachable': True, 'allowed': True, 'allowed_by': 'ours',
+            'ours': True}
 DOCKER = {'owner': 'docker', 'family': 'ipv4', 'table': 'nat', 'chain': 'POSTROUTING', 'path': ['POSTROUTING'],
           'rule': '-A POSTROUTING -s 172.17.0.0/16 ! -o docker0 -j MASQUERADE', 'reachable': True, 'allowed': False,
           'hint': 'set "ip-masq": false'}
@@ -68,9 +71,14 @@ def test_inactive_resync_is_a_warning_only_where_the_resync_is_on():
     assert report['totals']['resync_not_active'] == 1
 
 
-def test_a_host_with_state_absent_is_not_checked():
-    report = snat_report({'a': host(managed=False, chain={})})
+def test_a_host_with_state_absent_is_not_checked_but_ours_left_there_is_named():
+    report = snat_report({'a': host(managed=False, chain={}, snat={'sources': [DOCKER], 'offenders': [DOCKER]}),
+                          'b': host(managed=False, chain={})})
     assert report['hosts']['a']['chain'] == 'not managed' and report['hosts']['a']['policy'] == 'ok'
+    (finding,) = report['hosts']['b']['findings']
+    assert report['off_policy_hosts'] == ['b']
+    assert finding['what'] == 'ip_masq_state is absent, but our policy still acts on traffic (iptables-nft)'
+    assert 'site.yml --limit b' in finding['do']
 
 
 def test_sums_per_group_and_for_the_fleet():
@@ -80,14 +88,113 @@ def test_sums_per_group_and_for_the_fleet():
     }, ['cluster_a', 'cluster_b'])
     assert sorted(report['groups']) == ['cluster_a', 'cluster_b']
     assert report['groups']['cluster_a'] == dict(hosts=2, off_policy=1, chain_missing=0, chain_drifted=0,
-                                                 foreign_snat=1, offenders=2, resync_not_active=0, unreadable=0)
+                                                 foreign_snat=1, offenders=2, resync_not_active=0, unreadable=0,
+                                                 unreachable=0, in_both_backends=0)
     assert report['groups']['cluster_b']['chain_drifted'] == 1
     assert report['totals']['hosts'] == 3 and report['totals']['off_policy'] == 2
     # Without a list, every group of every host.
     assert sorted(snat_report({'a1': host(['cluster_a', 'rack1'])})['groups']) == ['cluster_a', 'rack1']
 
 
-@pytest.mark.parametrize('value,groups', [(['a'], []), ({'a': host()}, 'cluster_a'), ({'a': host()}, [1])])
-def test_bad_input_is_an_error_that_says_what_it_wanted(value, groups):
-    with pytest.raises(AnsibleFilterError, match='ipmasq.agent.snat_report'):
-        snat_report(value, groups)
+@pytest.mark.parametrize('value,groups,extra', [
+    (['a'], [], {}), ({'a': host()}, 'cluster_a', {}), ({'a': host()}, [1], {}),
+    ({'a': host()}, [], {'host_groups': {'a': 'cluster_a'}}), ({'a': host()}, [], {'host_groups': ['a']}),
+    ({'a': host()}, [], {'unreachable': ['a']}), ({'a': host()}, [], {'on_unreachable': 'skip'}),
+    ({'a': host()}, [], {'fail_off_policy': 'yes'}),
+])
+def test_bad_input_is_an_error_that_says_what_it_wanted(value, groups, extra):
+    with pytest.raises(AnsibleFilterError, match='ipmasq.agent.snat_report: .*, not '):
+        snat_report(value, groups, **extra)
+
+
+def nft_chain(changed=False, exists=True, actions=(), drift=None):
+    """masq_chain's result on a node whose policy is in nftables and whose iptables was not read."""
+    return {'changed': changed, 'actions': list(actions), 'backend': None, 'iptables_version': None,
+            'selected_backend': 'nftables', 'nft_version': '1.0.6',
+            'ipv4': {'managed': False, 'present': False, 'changed': False},
+            'ipv6': {'managed': False, 'present': False, 'changed': False},
+            'nftables': {'managed': True, 'exists_before': exists, 'changed': changed, 'drift': drift}}
+
+
+def test_a_policy_in_nftables_says_so():
+    report = snat_report({'a': host(ch=nft_chain(), snat={'only_ours': True, 'ours_backends': ['nftables'],
+                                                          'sources': [OURS_NFT], 'offenders': []})})
+    found = report['hosts']['a']
+    assert found['policy'] == 'ok' and found['chain'] == 'in place'
+    assert found['policy_backend'] == 'nftables' and found['policy_in'] == ['nftables'] and found['nft'] == '1.0.6'
+    assert found['ours_backends'] == ['nftables'] and found['only_ours'] is True
+    # Missing is missing on nftables too (no family of iptables is managed there).
+    missing = snat_report({'a': host(ch=nft_chain(True, False, ['nftables: create table inet ip-masq-agent']))})
+    assert missing['hosts']['a']['chain'] == 'missing'
+
+
+def test_ours_in_both_backends_is_off_policy_with_what_to_do():
+    snat = {'only_ours': False, 'ours_backends': ['iptables', 'nftables'], 'sources': [OURS, OURS_NFT],
+            'offenders': [], 'chain': 'IP-MASQ-AGENT'}
+    report = snat_report({'a': host(ch=nft_chain(), snat=snat)}, ['cluster_a'])
+    found = report['hosts']['a']
+    (finding,) = found['findings']
+    assert report['off_policy_hosts'] == ['a'] and found['policy'] == 'off-policy'
+    assert found['ours_backends'] == ['iptables', 'nftables'] and found['only_ours'] is False
+    assert found['policy_in'] == ['iptables-nft', 'nftables']
+    assert finding['severity'] == 'off-policy'
+    assert finding['what'] == ('our policy is in both iptables and nftables (iptables-nft, nftables): '
+                               'the node runs two policies')
+    assert 'site.yml --limit a with ip_masq_backend' in finding['do'] and 'The settings put it in nftables.' in finding['do']
+    assert 'nft delete table inet ip-masq-agent' in finding['do'] and 'iptables -t nat -X IP-MASQ-AGENT' in finding['do']
+    assert report['groups']['cluster_a']['in_both_backends'] == 1 and report['totals']['in_both_backends'] == 1
+
+
+def test_an_unreachable_host_counts_in_its_inventory_groups():
+    # The unreachable host never set its fact: its groups come from the inventory.
+    lost = {'unreachable': True, 'msg': 'Failed to connect to the host via ssh: Connection refused'}
+    report = snat_report({'a1': host(['cluster_a']), 'a2': {}, 'b1': host(['cluster_b'])}, [],
+                         host_groups={'a1': ['cluster_a'], 'a2': ['cluster_a', 'rack1'], 'b1': ['cluster_b']},
+                         unreachable={'a2': lost})
+    assert report['hosts']['a2']['groups'] == ['cluster_a', 'rack1']
+    assert report['groups']['cluster_a']['hosts'] == 2 and report['groups']['cluster_a']['unreachable'] == 1
+    assert report['groups']['rack1']['hosts'] == 1
+    assert report['totals']['hosts'] == 3
+    assert sum(c['hosts'] for name, c in report['groups'].items() if name.startswith('cluster_')) == 3
+    # A host named only by the unreachable results is in the report too.
+    report = snat_report({'a1': host()}, host_groups={'a1': ['cluster_a'], 'a2': ['cluster_a']},
+                         unreachable={'a2': lost})
+    assert report['groups']['cluster_a']['hosts'] == 2 and report['unreachable_hosts'] == ['a2']
+
+
+@pytest.mark.parametrize('on_unreachable,severity,off_policy', [('fail', 'off-policy', ['a2']), ('ignore', 'warning', [])])
+def test_an_unreachable_host_fails_the_gate_or_not_as_asked(on_unreachable, severity, off_policy):
+    lost = {'unreachable': True, 'msg': 'Connection timed out'}
+    report = snat_report({'a1': host(), 'a2': {}}, unreachable={'a2': lost}, on_unreachable=on_unreachable,
+                         fail_off_policy=True)
+    found = report['hosts']['a2']
+    (finding,) = found['findings']
+    assert found['policy'] == 'unreachable' and found['unreachable'] == 'Connection timed out'
+    assert finding['severity'] == severity and finding['what'] == 'could not be reached: Connection timed out'
+    assert 'ip_masq_report_unreachable=%s' % on_unreachable in finding['do']
+    assert report['off_policy_hosts'] == off_policy and report['unreachable_hosts'] == ['a2']
+    assert report['totals']['unreachable'] == 1 and report['totals']['off_policy'] == len(off_policy)
+    assert report['gate'] == {'off_policy': 'fail', 'unreachable': on_unreachable}
+    # A host that went away after it answered (its fact says so) is unreachable too.
+    report = snat_report({'a': host(unreachable='ssh: connection reset')}, on_unreachable=on_unreachable)
+    assert report['unreachable_hosts'] == ['a']
+    assert report['off_policy_hosts'] == (['a'] if on_unreachable == 'fail' else [])
+
+
+def test_a_drift_finding_names_the_rules_missing_and_extra():
+    kept = '-A IP-MASQ-AGENT -d 10.30.0.0/16 -m comment --comment "ip-masq-agent: ..." -j RETURN'
+    foreign = '-A IP-MASQ-AGENT -d 198.51.100.0/24 -j RETURN'
+    ch = chain(True, True, ['IPv4: rewrite chain IP-MASQ-AGENT (3 rules -> 3 rules)'])
+    ch['ipv4']['drift'] = {'missing': [kept], 'extra': [foreign], 'reordered': False}
+    nft = nft_chain(True, True, ['nftables: rewrite table inet ip-masq-agent (...)'],
+                    drift={'rules': {'missing': [], 'extra': ['ip daddr 203.0.113.0/24 masquerade'], 'reordered': False},
+                           'sets': {'nonmasq4': {'missing': ['10.%d.0.0/16' % i for i in range(7)], 'extra': []}}})
+    report = snat_report({'a': host(ch=ch), 'b': host(ch=nft)})
+    (what_a,) = [f['what'] for f in report['hosts']['a']['findings']]
+    assert what_a.startswith('our chain has drifted; a run would: IPv4: rewrite chain IP-MASQ-AGENT (3 rules -> 3 rules)')
+    assert 'IPv4 chain: missing `%s`, extra `%s`' % (kept, foreign) in what_a
+    assert report['hosts']['a']['chain_drift'] == {'ipv4': ch['ipv4']['drift']}
+    (what_b,) = [f['what'] for f in report['hosts']['b']['findings']]
+    assert 'nftables chain postrouting: extra `ip daddr 203.0.113.0/24 masquerade`' in what_b
+    assert 'nftables set nonmasq4: missing `10.0.0.0/16`, ' in what_b and '(and 2 more)' in what_b
+    assert report['hosts']['b']['chain_drift']['nftables']['sets']['nonmasq4']['missing'][-1] == '10.6.0.0/16'

@@ -1,0 +1,93 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, ipmasq.agent contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# NOTE: private to the ipmasq.agent collection; not a public API.
+"""Which rules drifted: the rules a policy wants that the node lacks, and the
+rules the node holds that the policy does not want, as rule text.
+
+The plans say that a chain or table is rewritten and count its rules
+("3 rules -> 4 rules"); this says which ones. Only a run that rewrites pays
+for it (a no-drift run never calls it).
+
+Standard library only: this file runs on managed nodes.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import collections
+
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import split_rule
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import render_rule
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables import CHAIN, element_texts
+
+
+def _same(text):
+    return text
+
+
+def compare(live, wanted, key=None):
+    """``{'missing': [...], 'extra': [...], 'reordered': bool}``.
+
+    ``missing``: the rules of ``wanted`` that ``live`` lacks, ``extra``: the
+    rules of ``live`` that ``wanted`` lacks, each in its own list's order and
+    as its own list writes it (a rule listed twice and wanted once is extra
+    once). ``key(rule)`` says which texts are the same rule (default: equal
+    text). ``reordered``: the same rules, in another order (order matters:
+    a RETURN after the MASQUERADE returns nothing)."""
+    key = key or _same
+    live_keys = [key(rule) for rule in live]
+    wanted_keys = [key(rule) for rule in wanted]
+    have = collections.Counter(live_keys)
+    need = collections.Counter(wanted_keys)
+    missing = []
+    for rule, k in zip(wanted, wanted_keys):
+        if have[k] > 0:
+            have[k] -= 1
+        else:
+            missing.append(rule)
+    extra = []
+    for rule, k in zip(live, live_keys):
+        if need[k] > 0:
+            need[k] -= 1
+        else:
+            extra.append(rule)
+    return {'missing': missing, 'extra': extra,
+            'reordered': not missing and not extra and live_keys != wanted_keys}
+
+
+def _iptables_key(line):
+    """A rule's words: the same rule whatever its quoting or spacing (as
+    ``iptables.same_rule`` compares)."""
+    try:
+        return tuple(split_rule(line))
+    except ValueError:
+        return line
+
+
+def iptables_chain(live, wanted):
+    """:func:`compare` of our iptables chain's rules as read and as wanted
+    (``iptables-save`` lines); None when they are the same."""
+    drift = compare(live, wanted, _iptables_key)
+    return drift if drift['missing'] or drift['extra'] or drift['reordered'] else None
+
+
+def nft_table(table, desired):
+    """Our nftables table as read (``nft_json.NftTable``) against the one
+    wanted (``nftables.Desired``): ``{'rules': compare(...), 'sets': {name:
+    {'missing': [...], 'extra': [...]}}}`` with the rules of our chain in nft
+    syntax and the elements of each set that differs as nft lists them.
+    None when the table cannot be read as JSON."""
+    if table is None or table.unreadable is not None:
+        return None
+    out = {'rules': compare([render_rule(r) for r in table.rules.get(CHAIN, [])], desired.rule_texts()),
+           'sets': {}}
+    for name in sorted(desired.set_cidrs):
+        live = (table.sets.get(name) or {}).get('elem') or []
+        found = compare(element_texts(live), element_texts(desired.elements[name]))
+        if found['missing'] or found['extra']:
+            out['sets'][name] = {'missing': found['missing'], 'extra': found['extra']}
+    return out

@@ -1,0 +1,28 @@
+"""Which rules drifted (module_utils/_core/drift.py): the rules a rewrite puts
+back and takes out, as text. On real iptables and nft, masq_chain's
+ipv4.drift and nftables.drift are checked in tests/integration
+(test_extensions.py, the drift repairs; test_fleet_ssh.py, the fleet report)."""
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import drift
+
+A = '-A IP-MASQ-AGENT -d 10.0.0.0/8 -m comment --comment "ip-masq-agent: x" -j RETURN'
+B = '-A IP-MASQ-AGENT -d 192.0.2.0/24 -j RETURN'
+M = '-A IP-MASQ-AGENT -m comment --comment "ip-masq-agent: y" -j MASQUERADE'
+
+
+def test_missing_and_extra_are_named_in_their_own_order_and_counted_as_a_multiset():
+    assert drift.compare([A, B, B, M], [A, M, 'x']) == {'missing': ['x'], 'extra': [B, B], 'reordered': False}
+    assert drift.compare([M, M], [M]) == {'missing': [], 'extra': [M], 'reordered': False}
+    assert drift.compare([], [A, M]) == {'missing': [A, M], 'extra': [], 'reordered': False}
+
+
+def test_the_same_rules_in_another_order_is_drift_too():
+    assert drift.compare([M, A], [A, M]) == {'missing': [], 'extra': [], 'reordered': True}
+    assert drift.iptables_chain([M, A], [A, M])['reordered'] is True
+
+
+def test_iptables_rules_that_differ_only_in_spacing_or_quoting_are_the_same():
+    assert drift.iptables_chain([A.replace(' -j', '  -j'), M], [A, M]) is None
+    assert drift.iptables_chain([A.replace('"ip-masq-agent: x"', "'ip-masq-agent: x'"), M], [A, M]) is None
+    # An unterminated quote is compared as text, not an error.
+    assert drift.iptables_chain(['-A X --comment "open'], [A]) == {'missing': [A], 'extra': ['-A X --comment "open'],
+                                                                  'reordered': False}
