@@ -3,6 +3,7 @@ network namespaces.  Nothing here touches the root network namespace."""
 import os
 import shutil
 import stat
+import subprocess
 import sys
 import tempfile
 
@@ -229,6 +230,9 @@ class Tree:
         return sorted(found)
 
     def remove(self):
+        # A test of immutable files (chattr +i / +a) may leave one behind when
+        # it fails: lift the flags first, or the tree stays in /tmp for good.
+        subprocess.run(['chattr', '-R', '-i', '-a', self.root], capture_output=True, check=False)
         shutil.rmtree(self.root, ignore_errors=True)
 
 
