@@ -236,8 +236,8 @@ def _host(name, found, groups=None, unreachable=None, on_unreachable='fail'):
         out.update(chain='not managed')
         if out['policy_in']:
             findings.append({'severity': 'off-policy',
-                             'what': 'ip_masq_state is absent, but our policy still acts on traffic (%s)'
-                                     % ', '.join(out['policy_in']),
+                             'what': ('ip_masq_state is absent, but our policy still acts on traffic (%s)'
+                                      % ', '.join(out['policy_in'])),
                              'do': ('Run playbooks/site.yml --limit %s: state absent removes ours from every backend.'
                                     % name)})
         if in_both:

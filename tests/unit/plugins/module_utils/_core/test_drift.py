@@ -24,5 +24,5 @@ def test_iptables_rules_that_differ_only_in_spacing_or_quoting_are_the_same():
     assert drift.iptables_chain([A.replace(' -j', '  -j'), M], [A, M]) is None
     assert drift.iptables_chain([A.replace('"ip-masq-agent: x"', "'ip-masq-agent: x'"), M], [A, M]) is None
     # An unterminated quote is compared as text, not an error.
-    assert drift.iptables_chain(['-A X --comment "open'], [A]) == {'missing': [A], 'extra': ['-A X --comment "open'],
-                                                                  'reordered': False}
+    unterminated = '-A X --comment "open'
+    assert drift.iptables_chain([unterminated], [A]) == {'missing': [A], 'extra': [unterminated], 'reordered': False}
