@@ -352,6 +352,20 @@ nft_version:
   type: str
   sample: 1.0.6
   version_added: 1.1.0
+other_iptables:
+  description:
+    - Ours found in the iptables flavour (legacy or iptables-nft) that the C(iptables) tools on C(PATH) do not write
+      to, one entry per family read there with that flavour's own tools, and removed in the same run (its actions
+      read C(IPv4 (iptables-legacy): ...)). Empty when it holds nothing of ours.
+    - Each entry has C(tools) (C(iptables-legacy), C(ip6tables-nft), ...), C(family), C(chain_exists), C(rules)
+      and C(jumps) (as that flavour's C(iptables-save) printed them before the run), C(changed), and C(note) when a
+      chain of that name there is not ours and was left alone.
+  returned: always
+  type: list
+  elements: dict
+  version_added: 1.1.0
+  sample: [{"tools": "iptables-legacy", "family": 4, "chain_exists": true, "changed": true, "rules": [],
+            "jumps": ["-A POSTROUTING -j IP-MASQ-AGENT"]}]
 nftables:
   description: The nftables side.
   returned: always

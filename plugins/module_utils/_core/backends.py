@@ -26,6 +26,15 @@ nftables run) exists (``nfnetlink.py``), /proc says whether a legacy nat
 table exists at all, and a tool runs only when something is there.
 ``state=absent`` removes ours from both.
 
+iptables itself comes in two flavours, each with nat tables of its own in
+the kernel: legacy (x_tables) and iptables-nft (nf_tables).  The tools on
+PATH write to one; every run also looks for ours in the other one (a legacy
+nat table that /proc lists, iptables-nft's chain that the kernel holds),
+reads it with that flavour's own tools (``iptables-legacy-save``,
+``iptables-nft-save``) and removes it in the same run.  Where those tools are
+not installed, a chain of ours the kernel holds there (``xtables_kernel.py``
+asks it, for legacy) is an error that says where it is and how to remove it.
+
 Standard library only: this file runs on managed nodes.
 """
 
@@ -34,11 +43,13 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import drift as rule_drift
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import nfnetlink
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import nfnetlink, xtables_kernel
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import (
     PROC_TABLES,
+    TOOLS,
     IptablesBackend,
+    jump_spec,
     diff_text as ipt_diff_text,
     read_proc,
 )
@@ -55,6 +66,47 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import F
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import Plan, Step
 
 BACKENDS = ('auto', 'iptables', 'nftables')
+# The iptables flavours (as iptables-save names them) and their own tools' prefix.
+FLAVOURS = (('legacy', 'iptables-legacy'), ('nf_tables', 'iptables-nft'))
+FLAVOUR_TOOLS = dict(FLAVOURS)
+NFT_FAMILIES = {4: 'ip', 6: 'ip6'}
+
+
+def flavoured_find(find, flavour, families):
+    """``find`` for one iptables flavour's own tools (``iptables-save`` ->
+    ``iptables-legacy-save``), and only for ``families`` (a legacy nat table
+    that does not exist is made by reading it)."""
+    suffix = FLAVOUR_TOOLS[flavour].split('-', 1)[1]
+
+    def found(name):
+        if (6 if name.startswith('ip6') else 4) not in families:
+            return None
+        base, dash, rest = name.partition('-')
+        return find('%s-%s%s%s' % (base, suffix, dash, rest))
+    return found
+
+
+def _tool(flavour, family, which=''):
+    """A flavour's tool name: ``iptables-legacy``, ``ip6tables-nft-save``, ..."""
+    base = TOOLS[family][0]
+    return '%s%s%s' % (base, FLAVOUR_TOOLS[flavour][len('iptables'):], which)
+
+
+def held_message(chain, held):
+    """The error for chains of ours the kernel holds in an iptables flavour
+    whose tools are not installed: ``held`` lists ``(flavour, family)``."""
+    parts = []
+    for flavour, family in held:
+        ipt = _tool(flavour, family)
+        where = ('the iptables-legacy nat table' if flavour == 'legacy'
+                 else "iptables-nft's nat table (nf_tables %s nat)" % NFT_FAMILIES[family])
+        parts.append('%s is in %s (IPv%d), and %s and %s, which would remove it, are not installed. Install them and '
+                     'run again, or remove it yourself: %s -t nat -D POSTROUTING %s (each POSTROUTING jump to it, as '
+                     '%s -t nat lists them), then %s -t nat -F %s and %s -t nat -X %s.'
+                     % (chain, where, family, _tool(flavour, family, '-save'), _tool(flavour, family, '-restore'),
+                        ipt, jump_spec(chain), _tool(flavour, family, '-save'), ipt, chain, ipt, chain))
+    return ('Our chain is in an iptables flavour the tools on PATH do not write to, so the node would run our policy '
+            'there too: %s Nothing was changed.' % ' '.join(parts))
 
 
 def check_backend(choice):
@@ -77,6 +129,9 @@ class Reading:
         self.nft_table = None       # nft_json.NftTable of ours, when it exists
         self.nft_note = None
         self.nft_plan = None        # nftables.TablePlan, filled by plan()
+        # Ours in the other iptables flavour: (flavour, IptablesBackend of its tools, iptables.Reading).
+        self.elsewhere = []
+        self.elsewhere_notes = []   # where it could not be told
 
     def select(self, backend, reason):
         self.selected, self.reason = backend, reason
@@ -124,7 +179,8 @@ class Backends:
             if not self.nft.available:
                 raise MasqError(missing_nft() + ' Nothing was changed.')
             self._read_nft(reading)
-            self._look_for_chain(reading)
+            if self._look_for_chain(reading):
+                self._look_elsewhere(reading)
             return reading
         if self.choice == 'iptables' or policy is None or self._ipt_available():
             if policy is not None or self._ipt_available():
@@ -138,6 +194,7 @@ class Backends:
             self._look_for_table(reading)
         else:
             self._auto(reading)
+        self._look_elsewhere(reading)
         return reading
 
     def _look_for_table(self, reading):
@@ -154,13 +211,15 @@ class Backends:
     def _look_for_chain(self, reading):
         """nftables chosen: whether iptables holds a chain of ours too.
         iptables-nft's chains are nf_tables chains (the kernel is asked);
-        a legacy chain can only be in a legacy nat table that /proc lists."""
+        a legacy chain can only be in a legacy nat table that /proc lists.
+        False when neither can hold it."""
         found = self.probe([('chain', family, 'nat', reading.chain) for family in ('ip', 'ip6')])
         legacy = [f for f in FAMILIES if 'nat' in self.proc_read(PROC_TABLES[f])]
         if not (any(answer is not False for answer in found) or legacy):
             reading.ipt_note = ('no chain %s in any iptables nat table (asked the kernel; no legacy nat table is '
                                 'loaded): iptables not read.' % reading.chain)
-        elif not self._ipt_available():
+            return False
+        if not self._ipt_available():
             held = self._chain_in_kernel(reading, found)
             if held:
                 raise MasqError('backend=nftables: the kernel still holds our iptables chain %s (%s, written with '
@@ -171,12 +230,98 @@ class Backends:
             reading.ipt_note = 'iptables-save/iptables-restore not found: no iptables chain to remove.'
         else:
             self._read_ipt(reading, None)
+        return True
 
     def _chain_in_kernel(self, reading, found=None):
         """Where nf_tables holds our chain (iptables-nft's ip nat / ip6 nat), as text; '' when nowhere."""
         if found is None:
             found = self.probe([('chain', family, 'nat', reading.chain) for family in ('ip', 'ip6')])
         return ', '.join('%s nat' % family for family, answer in zip(('ip', 'ip6'), found) if answer)
+
+    def _flavour_read(self, reading):
+        """The flavour of the iptables tools on PATH, from what they printed
+        (None: not read)."""
+        if reading.ipt is not None:
+            for _family, table in sorted(reading.ipt.tables.items()):
+                if table.backend:
+                    return table.backend
+        return None
+
+    def _path_flavour(self):
+        """The flavour of the iptables tools on PATH, from ``iptables
+        --version`` ('' when there is none, or it cannot say)."""
+        tools = self.iptables.tools[4]
+        if not tools.iptables:
+            return ''
+        argv = [tools.iptables, '--version']
+        tools.commands.append(' '.join(argv))
+        rc, out, _err = self._run(argv)
+        if rc != 0:
+            return ''
+        return 'nf_tables' if 'nf_tables' in out else 'legacy'
+
+    def _maybe_held(self, chain, flavour):
+        """The families whose nat table of ``flavour`` may hold ``chain``:
+        family -> True (the kernel says so) or None (a legacy nat table
+        exists: only reading it tells)."""
+        if flavour == 'legacy':
+            return dict((f, None) for f in FAMILIES if 'nat' in self.proc_read(PROC_TABLES[f]))
+        found = self.probe([('chain', NFT_FAMILIES[f], 'nat', chain) for f in FAMILIES])
+        return dict((f, answer) for f, answer in zip(FAMILIES, found) if answer is not False)
+
+    def _look_elsewhere(self, reading):
+        """Ours in the iptables flavour whose tools are not the ones on PATH
+        (either, when no iptables is on PATH): read with that flavour's own
+        tools, to be removed in the same run.  Without them, a chain of ours
+        the kernel holds there is an error naming where it is and how to
+        remove it; where the kernel cannot say, a warning."""
+        path = self._flavour_read(reading)
+        held = []
+        for flavour, _tools in FLAVOURS:
+            if flavour == path:
+                continue
+            maybe = self._maybe_held(reading.chain, flavour)
+            if not maybe:
+                continue
+            if path is None:
+                path = self._path_flavour()
+                if flavour == path:
+                    continue
+            other = IptablesBackend(self._run, flavoured_find(self._find, flavour, maybe))
+            for family in sorted(maybe):
+                if other.tools[family].available:
+                    continue
+                known = maybe[family]
+                if flavour == 'legacy':
+                    names = xtables_kernel.chains(family)
+                    known = None if names is None else reading.chain in names
+                if known:
+                    held.append((flavour, family))
+                elif known is None:
+                    reading.elsewhere_notes.append(
+                        'an %s nat table (IPv%d) exists and %s is not installed: whether it holds chain %s could not '
+                        'be told.' % (FLAVOUR_TOOLS[flavour], family, _tool(flavour, family, '-save'), reading.chain))
+            if held or not any(other.tools[f].available for f in maybe):
+                continue
+            ipt = other.read(None)
+            for family, table in list(ipt.tables.items()):
+                if table.backend != flavour:
+                    # Not that flavour after all (the tools on PATH again): never remove what this run writes.
+                    del ipt.tables[family]
+            if any(reading.chain in t.chains or t.jumps_to(reading.chain, 'POSTROUTING') for t in ipt.tables.values()):
+                reading.elsewhere.append((flavour, other, ipt))
+        if held:
+            raise MasqError(held_message(reading.chain, held))
+
+    def _elsewhere_steps(self, reading, adopt, undo):
+        """The removal of ours from the other iptables flavour, per family."""
+        steps = []
+        for flavour, other, ipt in reading.elsewhere:
+            for step in other.plan(ipt, None, reading.chain, adopt, strict=False, undo=undo).steps:
+                step.label = '%s (%s)' % (step.label, _tool(flavour, int(step.label[len('IPv'):])))
+                step.kinds = ['other_backend'] * len(step.actions)
+                steps.append(step)
+        return steps
 
     def _auto(self, reading):
         if reading.ipt is not None:
@@ -234,6 +379,7 @@ class Backends:
             reading.nft_plan = nft_plan_absent(reading.nft_table, reading.name, adopt)
             if reading.nft_plan.changed:
                 steps.append(self._nft_step(reading.nft_plan))
+        steps.extend(self._elsewhere_steps(reading, adopt, undo=False))
         return Plan(steps)
 
     def _plan_iptables(self, reading, policy, adopt):
@@ -246,6 +392,11 @@ class Backends:
                 # The chain first (each family undone if a later step fails), then the table.
                 steps.append(self._nft_step(reading.nft_plan, kinds=['other_backend'] * len(reading.nft_plan.actions)))
                 switch = ipt.changed
+        others = self._elsewhere_steps(reading, adopt, undo=ipt.changed)
+        if others:
+            # Ours in the other iptables flavour: removed after the write, which is undone if that fails.
+            steps.extend(others)
+            switch = switch or ipt.changed
         if not switch:
             # Not a switch: a family written stays written when a later one fails.
             for step in ipt.steps:
@@ -264,6 +415,7 @@ class Backends:
             for step in removal.steps:
                 step.kinds = ['other_backend'] * len(step.actions)
             steps.extend(removal.steps)
+        steps.extend(self._elsewhere_steps(reading, adopt, undo=writes))
         return Plan(steps)
 
     # -- the result --------------------------------------------------------
@@ -282,6 +434,7 @@ class Backends:
         result.update(changed=plan.changed, state=state, actions=plan.actions, chain=reading.chain,
                       selected_backend=reading.selected, backend_reason=reading.reason, drift_kinds=plan.kinds)
         result['commands'] = result['commands'] + self.nft.commands
+        result['other_iptables'] = self._elsewhere_result(reading, result)
         result['nft_version'] = self.nft.version
         nft = reading.nft_plan
         out = {'table': table_label(reading.name), 'managed': reading.selected == 'nftables',
@@ -304,6 +457,24 @@ class Backends:
             out['note'] = reading.nft_note
         result['nftables'] = out
         return result
+
+
+    def _elsewhere_result(self, reading, result):
+        """Ours in the other iptables flavour, per family read there (and its
+        commands and notes added to ``result``)."""
+        out = []
+        for flavour, other, ipt in reading.elsewhere:
+            for family, fam in sorted(ipt.plans.items()):
+                entry = {'tools': _tool(flavour, family), 'family': family, 'changed': fam.changed,
+                         'chain_exists': fam.chain_exists, 'rules': fam.rules, 'jumps': [r.line for r in fam.jumps]}
+                if fam.note:
+                    entry['note'] = fam.note
+                    result['warnings'].append('%s: %s' % (_tool(flavour, family), fam.note))
+                out.append(entry)
+            for family in sorted(other.tools):
+                result['commands'].extend(other.tools[family].commands)
+        result['warnings'].extend(reading.elsewhere_notes)
+        return out
 
 
 def diff_text(result, which):
