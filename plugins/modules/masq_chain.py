@@ -356,7 +356,7 @@ other_iptables:
   description:
     - Ours found in the iptables flavour (legacy or iptables-nft) that the C(iptables) tools on C(PATH) do not write
       to, one entry per family read there with that flavour's own tools, and removed in the same run (its actions
-      read C(IPv4 (iptables-legacy): ...)). Empty when it holds nothing of ours.
+      name the flavour, as in C(IPv4 (iptables-legacy))). Empty when it holds nothing of ours.
     - Each entry has C(tools) (C(iptables-legacy), C(ip6tables-nft), ...), C(family), C(chain_exists), C(rules)
       and C(jumps) (as that flavour's C(iptables-save) printed them before the run), C(changed), and C(note) when a
       chain of that name there is not ours and was left alone.

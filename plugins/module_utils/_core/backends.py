@@ -458,7 +458,6 @@ class Backends:
         result['nftables'] = out
         return result
 
-
     def _elsewhere_result(self, reading, result):
         """Ours in the other iptables flavour, per family read there (and its
         commands and notes added to ``result``)."""

@@ -138,7 +138,8 @@ def _target(name, data):
 
 @pytest.mark.parametrize('family', [4, 6])
 def test_chain_names_from_the_kernels_entries(family):
-    error = lambda name: _target('ERROR', name.encode().ljust(32, b'\0'))  # noqa: E731
+    def error(name):
+        return _target('ERROR', name.encode().ljust(32, b'\0'))
     standard = _target('', struct.pack('=i', -2).ljust(8, b'\0'))
     blob = b''.join(_entry(family, t) for t in (standard, error(CHAIN), standard, error('KUBE-X'), standard,
                                                 error('ERROR')))
