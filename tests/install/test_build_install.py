@@ -38,7 +38,7 @@ SHIPPED = [
     'plugins/test/*.py', 'plugins/plugin_utils/*.py',
     'roles/ip_masq/README.md', 'roles/ip_masq/*/*.yml', 'roles/ip_masq/templates/*.j2',
     'roles/ip_masq/files/*', 'roles/ip_masq_args/*/*.yml',
-    'playbooks/site.yml', 'playbooks/audit.yml', 'playbooks/templates/*.j2',
+    'playbooks/site.yml', 'playbooks/audit.yml', 'playbooks/sandbox.yml', 'playbooks/templates/*.j2',
     'plugins/doc_fragments/*.py',
     'inventories/example/hosts.yml', 'inventories/example/group_vars/*.yml',
     'inventories/example/host_vars/*.yml',
@@ -384,3 +384,27 @@ def test_the_quick_start_runs_from_the_installed_copy(from_tarball, scratch):
     bad = run([os.path.join(BIN, 'ansible-playbook'), '-i', 'inventories/prod', 'playbooks/site.yml', '--syntax-check'],
               project, env, check=False)
     assert bad.returncode != 0
+
+
+@pytest.mark.parametrize('backend', ['iptables', 'nftables'])
+def test_the_sandbox_play_tries_it_in_a_namespace_and_cleans_up(from_tarball, scratch, backend):
+    """`ansible-playbook ipmasq.agent.sandbox` from the installed copy: the policy in a
+    network namespace of the play's own, its listing shown, a second run unchanged,
+    removed again, and the namespace and temporary folder gone afterwards. This
+    machine's own nat table is read (never written) before and after."""
+    path, env = from_tarball
+    assert 'ansible-playbook ipmasq.agent.sandbox -e sandbox_backend=nftables' in '\n'.join(readme_commands())
+    env = dict(env, ANSIBLE_LOCALHOST_WARNING='false', ANSIBLE_INVENTORY_UNPARSED_WARNING='false')
+    root_nat = subprocess.run(['iptables-save', '-t', 'nat'], capture_output=True, text=True, check=False).stdout
+    out = run([os.path.join(BIN, 'ansible-playbook'), 'ipmasq.agent.sandbox', '-e', 'sandbox_backend=%s' % backend],
+              scratch, env).stdout
+    if backend == 'iptables':
+        assert 'Chain IP-MASQ-AGENT (1 references)' in out
+        assert '192.168.0.0/16       /* ip-masq-agent: cluster-local traffic' in out
+    else:
+        assert 'table inet ip-masq-agent {' in out and 'masquerade' in out
+    assert re.search(r'localhost\s+: ok=\d+\s+changed=\d+\s+unreachable=0\s+failed=0', out), out
+    after_ns = subprocess.run(['ip', 'netns', 'list'], capture_output=True, text=True, check=True).stdout
+    assert 'ipmasq-sandbox-' not in after_ns
+    assert subprocess.run(['iptables-save', '-t', 'nat'], capture_output=True, text=True,
+                          check=False).stdout.count('IP-MASQ-AGENT') == root_nat.count('IP-MASQ-AGENT')
