@@ -81,7 +81,8 @@ class Agent:
         with open(self.config, 'w') as handle:
             handle.write(text)
 
-    def run(self, *flags, log_format='journal', check_rc=None, backend=None):
+    def run(self, *flags, log_format='journal', check_rc=None, backend=None, timeout=120, max_memory=None):
+        """One cycle, bounded by ``timeout`` seconds (and ``max_memory`` bytes of address space)."""
         env = {
             'PATH': os.pathsep.join([self.shim, self.node.backend.path_dir, '/usr/sbin', '/usr/bin', '/sbin', '/bin']),
             'PYTHONPATH': self.lib,
@@ -90,7 +91,9 @@ class Agent:
         argv += ['--backend', backend or self.node.policy]
         if log_format:
             argv += ['--log-format', log_format]
-        proc = self.node.ns.exec(argv + list(flags), check=False, env=env, timeout=120)
+        if max_memory:
+            argv = ['prlimit', '--as=%d' % max_memory, '--'] + argv
+        proc = self.node.ns.exec(argv + list(flags), check=False, env=env, timeout=timeout)
         if check_rc is not None:
             assert proc.returncode == check_rc, (proc.returncode, proc.stdout, proc.stderr)
         return proc
@@ -381,6 +384,50 @@ def test_invalid_config_keeps_the_last_good_rules_even_after_drift(pagent, pnode
     agent.run(check_rc=0)
     assert node.state() == node.expect(['172.16.0.0/16', '10.168.0.0/16'], masq_link_local=True,
                                        nft_cidrs4=['10.168.0.0/16', '172.16.0.0/16'])
+
+
+# Files that exhausted the stack (a RecursionError traceback, exit 1) or the
+# memory (an alias bomb as a key: MemoryError after 2 GB) of a cycle, which then
+# enforced nothing (issue 18 items 7 and 8): 15 to 125 KB, and 523 bytes.
+def _bomb(key):
+    lines = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    lines += ['a%d: &a%d [%s]' % (n, n, ','.join(['*a%d' % (n - 1)] * 9)) for n in range(1, 10)]
+    return '\n'.join(lines) + ('\nb: {*a9: 1}\n' if key else '\nnonMasqueradeCIDRs: *a9\n')
+
+
+HOSTILE = {
+    'yaml flow': ('nonMasqueradeCIDRs: ' + '[' * 20000 + ']' * 20000 + '\n', 'line 1: lists and mappings nested '
+                  'more than 32 deep'),
+    'yaml block': (''.join(' ' * n + 'a:\n' for n in range(480)), 'line 33: lists and mappings nested more than 32'),
+    'json': ('{"nonMasqueradeCIDRs": ' + '[' * 60000 + ']' * 60000 + '}', 'JSON arrays and objects nested more than 32'),
+    'alias bomb as a key': (_bomb(True), 'aliases that expand to more than 100000 values'),
+    'alias bomb as a value': (_bomb(False), 'aliases that expand to more than 100000 values'),
+}
+
+
+def test_deep_nesting_and_alias_bombs_are_refused_and_the_last_good_config_enforced(make_node, tmp_path):
+    """Each file is refused (exit 2, one error naming why, no traceback) within
+    seconds and 1 GiB, and the cycle repairs drift with the last good configuration."""
+    node = make_node('iptables-nft')
+    agent = Agent(node, tmp_path)
+    agent.write(SEED_001)
+    agent.run(check_rc=0)
+    good = node.snapshot()
+    state = agent.state_stat()
+    assert len(_bomb(True)) < 600
+    for case, (text, reason) in sorted(HOSTILE.items()):
+        assert len(text) <= 125 * 1024, case
+        agent.write(text)
+        node.ipt('-F', CHAIN)       # drift, which the last good configuration repairs
+        proc = agent.run(timeout=60, max_memory=1 << 30)
+        assert proc.returncode == 2, (case, proc.returncode, proc.stderr[-3000:])
+        assert not any(word in proc.stderr for word in ('Traceback', 'RecursionError', 'MemoryError')), case
+        errors = lines(proc, '<3>')
+        assert len(errors) == 1 and errors[0].startswith('<3>%s refused: ' % agent.config), (case, proc.stderr)
+        assert reason in errors[0] and 'Enforcing the last good configuration instead' in errors[0], (case, errors)
+        assert lines(proc, '<4>repaired drift (last good configuration): '), (case, proc.stderr)
+        assert node.snapshot() == good, case
+        assert agent.state_stat() == state and agent.state_text() == SEED_001, case
 
 
 def test_invalid_config_without_a_last_good_one_changes_nothing(pagent, pnode):

@@ -46,7 +46,14 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.cidrs import (
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import ConfigError, MasqError, quote
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.golang import format_duration, parse_duration_ns
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.yamlsubset import INT64_MIN, Pairs, key_text, load_yaml
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.yamlsubset import (
+    DEPTH_REASON,
+    INT64_MIN,
+    MAX_DEPTH,
+    Pairs,
+    key_text,
+    load_yaml,
+)
 
 DEFAULT_CONFIG_PATH = '/etc/ip-masq-agent/config'
 DEFAULT_RESYNC_INTERVAL = '1m0s'
@@ -119,9 +126,12 @@ def _reject_constant(name):
 
 
 def load_json(text):
-    """Strict JSON, as Go's encoding/json reads it (no NaN, no trailing data)."""
+    """Strict JSON, as Go's encoding/json reads it (no NaN, no trailing data),
+    nested at most MAX_DEPTH deep, as the YAML reader."""
     try:
-        return _json().loads(text, object_pairs_hook=_json_pairs, parse_constant=_reject_constant)
+        document = _json().loads(text, object_pairs_hook=_json_pairs, parse_constant=_reject_constant)
+    except RecursionError:      # nested deeper than the json module's own stack allows
+        raise _json_too_deep()
     except ValueError as e:
         lineno = int(getattr(e, 'lineno', 0) or 0)
         colno = int(getattr(e, 'colno', 0) or 0)
@@ -135,6 +145,31 @@ def load_json(text):
                               % (lineno, colno, reason, quote(shown)), line=lineno)
         raise ConfigError('invalid JSON (a file that starts with "{" is read as JSON, as upstream reads it): %s'
                           % reason)
+    if _depth_over(document, MAX_DEPTH):
+        raise _json_too_deep()
+    return document
+
+
+def _json_too_deep():
+    return ConfigError('%s are not supported.' % DEPTH_REASON.replace('lists and mappings', 'JSON arrays and objects'))
+
+
+def _depth_over(document, limit):
+    """Whether lists and mappings nest deeper than ``limit`` (no recursion)."""
+    level = [document] if isinstance(document, list) else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return True
+        nested = []
+        for node in level:
+            if isinstance(node, Pairs):
+                nested.extend(value for _key, value, _line in node if isinstance(value, list))
+            else:
+                nested.extend(item for item in node if isinstance(item, list))
+        level = nested
+    return False
 
 
 def _json_pairs(items):
@@ -365,9 +400,14 @@ def parse_config(text, ipv6=False, rule_format='docs'):
     # Upstream (k8s.io/apimachinery util/yaml.ToJSON): JSON if the first
     # non-space character is "{", YAML otherwise.
     from_json = text.lstrip().startswith('{')
-    document = load_json(text) if from_json else load_yaml(text)
-    return normalise(document, ipv6=ipv6, from_json=from_json, text=text,
-                     keep_duplicates=rule_format == 'upstream')
+    try:
+        document = load_json(text) if from_json else load_yaml(text)
+        return normalise(document, ipv6=ipv6, from_json=from_json, text=text,
+                         keep_duplicates=rule_format == 'upstream')
+    except RecursionError:
+        # The readers bound nesting (MAX_DEPTH) and never get here; a last resort, so that a file is
+        # refused like any bad file (exit 2, the last good configuration enforced), never a traceback.
+        raise ConfigError('%s are not supported.' % DEPTH_REASON)
 
 
 def read_config(path):

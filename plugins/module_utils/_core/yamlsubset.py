@@ -15,6 +15,16 @@ does.  Anything else (tags, merge keys, block scalars, multi-line scalars) is
 refused with the line and its text, so the node keeps its last good rules
 instead of guessing.
 
+Bounds, so that no file of the size the resync reads (1 MiB) can exhaust the
+stack or the memory (an agent config file needs a depth of 2 and no alias):
+
+* lists and mappings nested more than :data:`MAX_DEPTH` (32) deep are refused,
+  counting what an alias brings in at the depth it is used;
+* aliases that expand to more than :data:`MAX_ALIAS_NODES` (100,000) values in
+  all (what a "billion laughs" bomb does, as a value or as a key) are refused;
+* a key must be a scalar (an alias of a list or mapping as a key is refused);
+* a value has at most one anchor.
+
 Standard library only: this file runs on managed nodes.
 """
 
@@ -23,6 +33,14 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import ConfigError, quote
+
+# The deepest nesting of lists and mappings read (a config file needs 2), for
+# YAML here and for JSON (config.py).
+MAX_DEPTH = 32
+# The most values that aliases may bring in, in all: a legitimate file
+# repeats a list or two; a bomb (9 aliases of 9 aliases of ...) is refused.
+MAX_ALIAS_NODES = 100000
+DEPTH_REASON = 'lists and mappings nested more than %d deep (an agent config file needs 2)' % MAX_DEPTH
 
 
 def _is_digit(char):
@@ -121,6 +139,8 @@ _DQ_ESCAPES = {
     'N': u'\u0085', '_': u'\u00a0', 'L': u'\u2028', 'P': u'\u2029',
 }
 _HEX_ESCAPES = {'x': 2, 'u': 4, 'U': 8}
+# What a "- value" line's fast path takes (_Yaml._sequence): a CIDR, an address, a number or a word.
+_FAST_PLAIN = frozenset('ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789./:')
 # go-yaml v2's anchor and alias names: letters, digits, '_' and '-'.
 _ANCHOR_CHARS = frozenset('ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-')
 _UNSUPPORTED_START = {
@@ -183,7 +203,11 @@ class _Yaml:
 
     def __init__(self, text):
         self.lines = []
-        self.anchors = {}
+        self.anchors = {}       # name -> (value, values in it, depth of it)
+        self.depth = 0          # lists and mappings open
+        self.deepest = 0        # the deepest nesting reached (since the innermost anchor's mark)
+        self.nodes = 0          # values read, aliases expanded
+        self.expanded = 0       # values brought in by aliases
         self.raw = text.split('\n')
         self._read_lines()
 
@@ -195,6 +219,19 @@ class _Yaml:
             shown = shown[:77] + '...'
         return ConfigError('line %d: %s: %s' % (lineno, reason, quote(shown)),
                            line=lineno)
+
+    # -- bounds ----------------------------------------------------------
+
+    def nest(self, lineno):
+        """A list or mapping starts (MAX_DEPTH)."""
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise self.error(lineno, DEPTH_REASON)
+        if self.depth > self.deepest:
+            self.deepest = self.depth
+
+    def unnest(self):
+        self.depth -= 1
 
     # -- lines -----------------------------------------------------------
 
@@ -295,6 +332,12 @@ class _Yaml:
         return None
 
     def mapping(self, i, indent):
+        self.nest(self.lines[i].no)
+        pairs, i = self._mapping(i, indent)
+        self.unnest()
+        return pairs, i
+
+    def _mapping(self, i, indent):
         pairs = Pairs()
         while i < len(self.lines) and self.lines[i].indent == indent:
             line = self.lines[i]
@@ -306,6 +349,7 @@ class _Yaml:
                 raise self.error(line.no, 'expected a "key: value" line')
             key, rest, _col = found
             anchor, rest = self.anchor(line.no, rest.strip(' \t'))
+            mark = self.mark(anchor)
             nxt = i + 1
             if not rest or rest.startswith('#'):
                 if nxt < len(self.lines) and self.lines[nxt].indent > indent:
@@ -320,35 +364,58 @@ class _Yaml:
                 nxt = self._after_value(nxt, indent)
             if key == '<<':
                 raise self.error(line.no, 'merge keys ("<<") are not supported; write the keys out')
-            self.define(anchor, value)
+            self.define(anchor, value, mark)
+            self.nodes += 1
             pairs.append((key, value, line.no))
             i = nxt
         return pairs, i
 
     def sequence(self, i, indent):
+        self.nest(self.lines[i].no)
+        items, i = self._sequence(i, indent)
+        self.unnest()
+        return items, i
+
+    def _sequence(self, i, indent):
         items = []
-        while (i < len(self.lines) and self.lines[i].indent == indent
-               and self._is_entry(self.lines[i].text)):
-            line = self.lines[i]
-            self._check_indent(line)
-            rest = line.text[1:]
+        lines = self.lines
+        count = len(lines)
+        while i < count:
+            line = lines[i]
+            text = line.text
+            if line.indent != indent or not (text == '-' or text[:2] in ('- ', '-\t')):
+                break
+            if line.tab:
+                self._check_indent(line)
+            rest = text[1:]
             stripped = rest.lstrip(' \t')
+            nxt = i + 1
+            # The fast path: "- 10.0.0.0/8", "- fd00::/8", "- 1024" (letters, digits, ".", "/" and ":"
+            # only, not ending in ":"), with no deeper line after it: a plain scalar, which the general
+            # path below would read (and refuse) exactly alike.
+            if (stripped and _FAST_PLAIN.issuperset(stripped) and stripped[-1] != ':'
+                    and (nxt == count or (lines[nxt].indent <= indent and not lines[nxt].tab))):
+                items.append(stripped if '/' in stripped or ':' in stripped else resolve_plain(stripped))
+                self.nodes += 1
+                i = nxt
+                continue
             anchor = None
             if stripped.startswith('&'):
                 # "- &a value": the value starts where it stands (a suffix of rest).
                 anchor, stripped = self.anchor(line.no, stripped)
+            mark = self.mark(anchor)
             if not stripped or stripped.startswith('#'):
-                nxt = i + 1
-                if nxt < len(self.lines) and self.lines[nxt].indent > indent:
-                    value, nxt = self.block(nxt, self.lines[nxt].indent)
+                if nxt < count and lines[nxt].indent > indent:
+                    value, nxt = self.block(nxt, lines[nxt].indent)
                 else:
                     value = None
             else:
                 # "- x": x is a node that starts at its own column.
                 column = indent + 1 + len(rest) - len(stripped)
-                self.lines[i] = _Line(line.no, column, stripped)
+                lines[i] = _Line(line.no, column, stripped)
                 value, nxt = self.block(i, column)
-            self.define(anchor, value)
+            self.define(anchor, value, mark)
+            self.nodes += 1
             items.append(value)
             i = nxt
         return items, i
@@ -364,18 +431,45 @@ class _Yaml:
             raise self.error(lineno, 'an anchor ("&") without a name')
         if rest and rest[0] not in ' \t':
             raise self.error(lineno, 'an anchor name may hold letters, digits, "_" and "-" only')
-        return name, rest.strip(' \t')
+        rest = rest.strip(' \t')
+        if rest.startswith('&'):
+            raise self.error(lineno, 'a value with two anchors')
+        return name, rest
 
-    def define(self, name, value):
-        if name is not None:
-            self.anchors[name] = value
+    def mark(self, name):
+        """Where the value an anchor names starts (None without an anchor):
+        what :meth:`define` measures its size and depth from."""
+        if name is None:
+            return None
+        mark = (self.nodes, self.deepest)
+        self.deepest = self.depth
+        return mark
+
+    def define(self, name, value, mark):
+        if name is None:
+            return
+        nodes, deepest = mark
+        self.anchors[name] = (value, self.nodes - nodes + 1, self.deepest - self.depth)
+        if deepest > self.deepest:
+            self.deepest = deepest
 
     def alias(self, lineno, name):
+        """The value an alias names, counted as if written out (MAX_ALIAS_NODES, MAX_DEPTH)."""
         if not name:
             raise self.error(lineno, 'an alias ("*") without a name')
         if name not in self.anchors:
             raise self.error(lineno, 'the alias *%s names no anchor defined before it' % name)
-        return self.anchors[name]
+        value, nodes, depth = self.anchors[name]
+        self.nodes += nodes
+        self.expanded += nodes
+        if self.expanded > MAX_ALIAS_NODES:
+            raise self.error(lineno, 'aliases that expand to more than %d values (an alias bomb?); write the '
+                                     'values out' % MAX_ALIAS_NODES)
+        if self.depth + depth > MAX_DEPTH:
+            raise self.error(lineno, DEPTH_REASON + ', counting what the alias *%s brings in' % name)
+        if self.depth + depth > self.deepest:
+            self.deepest = self.depth + depth
+        return value
 
     # -- one value on a line ----------------------------------------------
 
@@ -393,8 +487,9 @@ class _Yaml:
             name, rest = self.anchor(line.no, text)
             if not rest or rest.startswith('#'):
                 raise self.error(line.no, 'an anchor with no value after it')
+            mark = self.mark(name)
             value, nxt = self.inline(i, rest)
-            self.define(name, value)
+            self.define(name, value, mark)
             return value, nxt
         if first in '[{':
             return _Flow(self, i, text).run()
@@ -525,8 +620,11 @@ class _Flow:
                 return self.yaml.alias(self.lineno, name)
             if not name:
                 raise self.error('an anchor ("&") without a name')
+            if self.peek() == '&':
+                raise self.error('a value with two anchors')
+            mark = self.yaml.mark(name)
             value = self.node()
-            self.yaml.define(name, value)
+            self.yaml.define(name, value, mark)
             return value
         if char in _UNSUPPORTED_START:
             raise self.error(_UNSUPPORTED_START[char])
@@ -554,13 +652,16 @@ class _Flow:
         return resolve_plain(value)
 
     def sequence(self):
+        self.yaml.nest(self.lineno)
         self.pos += 1
         items = []
         while True:
             if self.peek() == ']':
                 self.pos += 1
+                self.yaml.unnest()
                 return items
             items.append(self.node())
+            self.yaml.nodes += 1
             char = self.peek()
             if char == ',':
                 self.pos += 1
@@ -570,16 +671,20 @@ class _Flow:
                 raise self.error('expected "," or "]" in a flow list')
 
     def mapping(self):
+        self.yaml.nest(self.lineno)
         self.pos += 1
         pairs = Pairs()
         while True:
             if self.peek() == '}':
                 self.pos += 1
+                self.yaml.unnest()
                 return pairs
             lineno = self.lineno
             if self.peek() in '[{':
                 raise self.error('a list or mapping as a key is not supported')
             key = self.node()
+            if isinstance(key, list):   # an alias or an anchored value: a key is a scalar
+                raise self.yaml.error(lineno, 'a list or mapping as a key is not supported')
             value = None
             char = self.peek()
             if char == ':':
@@ -587,6 +692,7 @@ class _Flow:
                 if self.peek() not in ',}':
                     value = self.node()
             pairs.append((key if isinstance(key, str) else key_text(key), value, lineno))
+            self.yaml.nodes += 1
             char = self.peek()
             if char == ',':
                 self.pos += 1

@@ -566,3 +566,141 @@ def test_number_forms_match_go_yamls_patterns(text):
     cycle's own work): the same strings as go-yaml v2's patterns, exactly."""
     assert yamlsubset.is_yaml_float(text) == bool(_FLOAT_RE.match(text))
     assert yamlsubset.int_digits(text) == _int_by_re(text)
+
+
+# ------------------------------------------------------------ nesting and aliases (issue 18 items 7 and 8)
+
+def _bomb(width=9, levels=10):
+    """A "billion laughs": anchor a0 holds `width` values, each next anchor `width` aliases of the last."""
+    lines = ['a0: &a0 [%s]' % ','.join(['lol'] * width)]
+    lines += ['a%d: &a%d [%s]' % (n, n, ','.join(['*a%d' % (n - 1)] * width)) for n in range(1, levels)]
+    return '\n'.join(lines) + '\n'
+
+
+BOMB = _bomb()
+TOO_DEEP = 'nested more than %d deep' % yamlsubset.MAX_DEPTH
+TOO_MANY = 'aliases that expand to more than %d values' % yamlsubset.MAX_ALIAS_NODES
+# Files of 15 to 125 KB, as the issue found them, and a few more shapes.
+HOSTILE = {
+    'yaml flow lists': ('nonMasqueradeCIDRs: ' + '[' * 20000 + ']' * 20000 + '\n', TOO_DEEP),
+    'yaml flow mappings': ('a: ' + '{a: ' * 25000 + '1' + '}' * 25000 + '\n', TOO_DEEP),
+    'yaml block lists on one line': ('a:\n' + '- ' * 8000 + 'x\n', TOO_DEEP),
+    'yaml block lists': ('a:\n' + ''.join(' ' * n + '-\n' for n in range(480)), TOO_DEEP),
+    'yaml block mappings': (''.join(' ' * n + 'a:\n' for n in range(480)), TOO_DEEP),
+    'yaml anchors on anchors': ('a: ' + '&x ' * 20000 + '1\n', 'a value with two anchors'),
+    'yaml flow anchors on anchors': ('a: [' + '&x ' * 20000 + '1]\n', 'a value with two anchors'),
+    'yaml aliases nest a list deeper and deeper': (
+        'a0: &a0 [x]\n' + ''.join('a%d: &a%d [*a%d]\n' % (n, n, n - 1) for n in range(1, 3000)), TOO_DEEP),
+    'json arrays': ('{"nonMasqueradeCIDRs": ' + '[' * 30000 + ']' * 30000 + '}', TOO_DEEP),
+    'json objects': ('{"a": ' + '{"a": ' * 15000 + '1' + '}' * 15000 + '}', TOO_DEEP),
+    'json just over the limit': ('{"a": ' + '[' * 32 + ']' * 32 + '}', TOO_DEEP),
+    'alias bomb as a flow key': (BOMB + 'b: {*a9: 1}\n', TOO_MANY),
+    'alias bomb as a value': (BOMB + 'nonMasqueradeCIDRs: *a9\n', TOO_MANY),
+    'alias bomb in a list': (BOMB + 'snatTo: [*a9]\n', TOO_MANY),
+    'alias bomb in a block list': (BOMB + 'sourceCIDRs:\n  - *a9\n', TOO_MANY),
+    'an alias of a list as a key': ('a: &x [1]\nb: {*x: 1}\n', 'a list or mapping as a key is not supported'),
+    'an anchored list as a key': ('a: {&x [1]: 1}\n', 'a list or mapping as a key is not supported'),
+}
+
+_CHILD = r'''
+import json, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import config, errors
+try:
+    config.parse_config(sys.stdin.read())
+    out = ('accepted', '')
+except errors.ConfigError as e:
+    out = ('refused', e.msg)
+except BaseException as e:
+    out = (type(e).__name__, str(e))
+print(json.dumps(out))
+'''
+
+
+def _parse_bounded(text):
+    """parse_config in a child process, bounded in time (30 s) and memory (1 GiB): a reader that
+    recurses or expands without bound fails the test instead of taking the machine with it."""
+    import json
+    import subprocess
+    import sys
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    proc = subprocess.run([sys.executable, '-c', _CHILD], input=text, capture_output=True, text=True,
+                          timeout=30, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize('case', sorted(HOSTILE))
+def test_deep_nesting_and_alias_bombs_are_refused_like_any_bad_file(case):
+    text, fragment = HOSTILE[case]
+    assert len(text) <= config.MAX_CONFIG_BYTES
+    outcome, msg = _parse_bounded(text)
+    assert outcome == 'refused', (outcome, msg[:300])
+    assert fragment in msg, msg[:300]
+
+
+def test_depth_and_aliases_within_the_bounds_are_read():
+    limit = yamlsubset.MAX_DEPTH
+    # Exactly MAX_DEPTH deep (the mapping and limit - 1 lists), in each form: read.
+    nested = c.load_yaml('a: ' + '[' * (limit - 1) + 'x' + ']' * (limit - 1) + '\n')[0][1]
+    for _n in range(limit - 2):
+        nested = nested[0]
+    assert nested == ['x']
+    refused('a: ' + '[' * limit + 'x' + ']' * limit + '\n', TOO_DEEP, 'line 1: ')
+    c.load_yaml(''.join(' ' * n + 'a:\n' for n in range(limit)))
+    refused(''.join(' ' * n + 'a:\n' for n in range(limit + 1)), TOO_DEEP, 'line %d: ' % (limit + 1))
+    config.load_json('{"a": ' + '[' * (limit - 1) + ']' * (limit - 1) + '}')
+    # An alias of a deep list counts at the depth it is used.
+    deep = 'a: &x ' + '[' * (limit - 1) + ']' * (limit - 1) + '\n'
+    c.load_yaml(deep + 'b: *x\n')
+    refused(deep + 'b: [*x]\n', TOO_DEEP, 'counting what the alias *x brings in')
+    # Aliases a real file uses: a list repeated, a scalar as a key.
+    settings, _warnings = parse('pods: &pods\n  - 10.244.0.0/16\nsourceCIDRs: *pods\nexceptionCIDRs: []\n'
+                                'nonMasqueradeCIDRs: [10.0.0.0/8, *cidr]\n'.replace('*cidr', '10.96.0.0/12'))
+    assert settings['source_cidrs'] == ['10.244.0.0/16']
+    assert c.load_yaml('a: &k masqLinkLocal\nb: {*k: true}\n')[1][1] == c.Pairs([('masqLinkLocal', True, 2)])
+    # Just under the alias budget: read (the values are shared, not copied).
+    width = 100
+    text = 'a0: &a0 [%s]\n' % ','.join(['x'] * width)
+    text += 'a1: &a1 [%s]\n' % ','.join(['*a0'] * (yamlsubset.MAX_ALIAS_NODES // (width + 1)))
+    c.load_yaml(text)
+    refused(text + 'a2: *a0\n', TOO_MANY)
+
+
+def test_a_recursion_error_is_a_refusal_as_a_last_resort(monkeypatch):
+    def recurse(_text):
+        raise RecursionError('maximum recursion depth exceeded')
+    monkeypatch.setattr(config, 'load_yaml', recurse)
+    refused('a: 1\n', TOO_DEEP)
+
+
+# ------------------------------------------------------------ the "- value" fast path
+
+_ITEM = st.text(alphabet='0123456789abcdefxyzABXY./:_-+#&*[]{}"\' \t!|>%@`,?~', min_size=0, max_size=12)
+
+
+def _outcome(text):
+    try:
+        return 'read', _plain_python(c.load_yaml(text))
+    except c.ConfigError as e:
+        return 'refused', e.msg
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(_ITEM, min_size=1, max_size=4), st.sampled_from(['', '  ']), st.sampled_from(['', '  x: 1\n',
+                                                                                                 '   - 1\n', '\t- 1\n']))
+def test_the_fast_path_for_list_lines_reads_and_refuses_as_the_general_path(items, indent, after):
+    """Plain "- 10.0.0.0/8" lines take a fast path; with it off (no character qualifies), every
+    document reads to the same value or is refused with the same message."""
+    text = 'k:\n' + ''.join('%s- %s\n' % (indent, item) for item in items) + after
+    fast = _outcome(text)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(yamlsubset, '_FAST_PLAIN', frozenset())
+        slow = _outcome(text)
+    assert fast == slow, text
+
+
+def test_the_fast_path_reads_cidrs_numbers_and_words_as_go_yaml():
+    text = 'k:\n  - 10.0.0.0/8\n  - fd00::/8\n  - ::/0\n  - 1024\n  - 0x10\n  - 1.5\n  - yes\n  - null\n  - eth0\n'
+    assert _plain_python(c.load_yaml(text)) == {
+        'k': ['10.0.0.0/8', 'fd00::/8', '::/0', 1024, 16, 1.5, True, None, 'eth0']}
