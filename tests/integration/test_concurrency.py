@@ -108,8 +108,9 @@ def writer_spec(tmp, node, index, kind, policy, backend):
     return path
 
 
-def one_round(node, tmp, writers):
-    """Start every writer at the same instant; return [(kind, policy, rc, stdout, stderr)]."""
+def one_round(node, tmp, writers, prefix=()):
+    """Start every writer at the same instant; return [(kind, policy, rc, stdout, stderr)].
+    ``prefix``: what each writer's command runs under (private_run.py)."""
     go_r, go_w = os.pipe()
     ready_r, ready_w = os.pipe()
     env = node.backend.env(dict(os.environ, IMQ_READY_FD=str(ready_w), LC_ALL='C.UTF-8'))
@@ -117,7 +118,7 @@ def one_round(node, tmp, writers):
     try:
         for index, (kind, policy, backend) in enumerate(writers):
             spec = writer_spec(tmp, node, index, kind, policy, backend)
-            procs.append(node.ns.popen([PYTHON, RUNNER, spec], stdin=go_r, stdout=subprocess.PIPE,
+            procs.append(node.ns.popen(list(prefix) + [PYTHON, RUNNER, spec], stdin=go_r, stdout=subprocess.PIPE,
                                        stderr=subprocess.PIPE, env=env, pass_fds=(ready_w,)))
         os.close(ready_w)
         ready_w = None
@@ -255,3 +256,44 @@ def test_a_writer_waits_for_the_lock_and_plans_from_a_fresh_read(nft_node, tmp_p
     assert data['actions'] == ['IPv4: remove 1 duplicate POSTROUTING jump(s) to %s' % CHAIN]
     rules = nft_node.rules()
     assert [r for r in rules if r.endswith('-j ' + CHAIN)] == [JUMP_A]
+
+
+LOCK_REMOVED_ROUNDS = 4
+
+
+def test_writers_while_the_lock_file_is_removed_again_and_again_leave_one_jump(nft_node, tmp_path):
+    """The lock file removed while writers hold it and wait for it (issue 18,
+    item 3): a writer that then makes and locks a new file must still wait for
+    the one holding the removed file.  Every writer of a round sees a /run of
+    the test's own (private_run.py), whose lock file a thread removes every
+    millisecond while the round runs; each round starts with nothing of ours,
+    so writers that overlap would each append a jump."""
+    import threading
+    run = tmp_path / 'run'
+    run.mkdir()
+    lock = str(run / 'ipmasq-agent.lock')
+    prefix = ['/usr/bin/python3', os.path.join(HERE, 'private_run.py'), str(run), '--']
+    writers = [('module', 'A', 'iptables')] * 3
+    removed = []
+    for number in range(LOCK_REMOVED_ROUNDS):
+        reset(nft_node, 0)
+        stop = threading.Event()
+
+        def remove():
+            deadline = time.monotonic() + WRITER_TIMEOUT
+            while not stop.is_set() and time.monotonic() < deadline:
+                try:
+                    os.unlink(lock)
+                    removed.append(number)
+                except OSError:
+                    pass
+                time.sleep(0.001)
+        remover = threading.Thread(target=remove)
+        remover.start()
+        try:
+            results = one_round(nft_node, str(tmp_path), writers, prefix=prefix)
+        finally:
+            stop.set()
+            remover.join()
+        check_round(nft_node, results, ['A'], number, 'iptables')
+    assert len(removed) >= LOCK_REMOVED_ROUNDS, 'the lock file was hardly ever removed: the test proved nothing'

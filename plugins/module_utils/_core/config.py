@@ -45,6 +45,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.cidrs import (
     parse_cidrs,
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import ConfigError, MasqError, quote
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import read_regular
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.golang import format_duration, parse_duration_ns
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.yamlsubset import (
     DEPTH_REASON,
@@ -413,8 +414,7 @@ def parse_config(text, ipv6=False, rule_format='docs'):
 def read_config(path):
     """The file's text, or None when it does not exist (upstream: defaults)."""
     try:
-        with open(path, 'rb') as handle:
-            data = handle.read(MAX_CONFIG_BYTES + 1)
+        data = read_regular(path, MAX_CONFIG_BYTES + 1)     # a FIFO there: refused, never waited on
     except (IOError, OSError) as e:
         if getattr(e, 'errno', None) == 2:   # ENOENT, also a dangling symlink
             return None

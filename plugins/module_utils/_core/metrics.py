@@ -40,7 +40,7 @@ __metaclass__ = type
 
 import os
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import atomic_write
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import atomic_write, read_regular
 
 FILE_NAME = 'ip_masq_agent.prom'
 PREFIX = 'ip_masq_agent_'
@@ -221,8 +221,7 @@ def read_carried(path):
     """``(Carried, problem)``: the previous file's state, or a fresh one and
     why (None: no file yet)."""
     try:
-        with open(path, 'rb') as handle:
-            data = handle.read(MAX_BYTES + 1)
+        data = read_regular(path, MAX_BYTES + 1)       # a FIFO there: a problem to warn about, never a wait
     except (IOError, OSError) as e:
         if getattr(e, 'errno', None) == 2:
             return Carried(), None

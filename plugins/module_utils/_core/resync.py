@@ -65,7 +65,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.config import (
     render_config,
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import ConfigError, MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import atomic_write
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import atomic_write, read_regular
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.golang import (
     format_duration,
     parse_bool,
@@ -134,8 +134,7 @@ class Log:
 def read_state(path, log):
     """The last good config text, or None when there is none (unreadable: logged)."""
     try:
-        with open(path, 'rb') as handle:
-            return handle.read().decode('utf-8')
+        return read_regular(path).decode('utf-8')      # a FIFO there: a warning, never a wait
     except (IOError, OSError) as e:
         if getattr(e, 'errno', None) != 2:
             log('warning', 'state file %s cannot be read (%s); it is written again after the next good apply.'
