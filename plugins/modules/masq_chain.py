@@ -25,12 +25,16 @@ description:
     transaction per family rewrites the chain and fixes the jump (adds a missing one,
     removes duplicates, replaces a wrong one, moves a misplaced one with O(jump_position=first)),
     so no packet ever meets a half-built chain. The xtables lock is taken (C(--wait)).
+  - A run that wrote reads the table back once (a run that wrote nothing does not): a jump that another program
+    added meanwhile (while C(iptables-restore --wait) waited for the xtables lock) is removed in the same run,
+    and the result says so in RV(actions) and a warning.
   - The chain is owned by this module alone; a foreign rule inside it is removed. An existing chain of that
     name that was never ours is refused unless O(adopt_chain=true).
   - Every writer of this collection (this module, the role's node-side resync, the daemon modules'
     rule clean-up) holds the lock C(/run/ipmasq-agent.lock) from its read to the end of its write, so two
     runs at the same moment never plan from the same reading; a run that waited more than 60 seconds for
-    it fails and names the process holding it.
+    it fails and names the process holding it. The lock holds when its file is removed meanwhile (a run also
+    locks the file's directory); a FIFO, socket or device at its path is refused and nothing is changed.
   - A nat table that C(iptables-save) cannot show whole (native nftables objects in C(ip nat), reported by
     iptables-nft as C(incompatible)) or prints lines this module does not understand is an error, and
     nothing is written. Rules in

@@ -221,15 +221,19 @@ class Tools:
                             cmd=' '.join(argv), rc=rc, stdout=out, stderr=err)
         return out
 
-    def save_text(self):
+    def save_argv(self):
+        return [self.save_bin, '-t', 'nat']
+
+    def save_text(self, record=True):
         """The raw ``iptables-save -t nat`` output."""
-        argv = [self.save_bin, '-t', 'nat']
-        self.commands.append(' '.join(argv))
+        argv = self.save_argv()
+        if record:
+            self.commands.append(' '.join(argv))
         return self._cmd(argv)
 
-    def read(self):
+    def read(self, record=True):
         """The nat table, its backend and version filled in."""
-        table = parse_save(self.save_text())
+        table = parse_save(self.save_text(record))
         if table.backend is None and self.iptables:
             # An empty legacy nat table prints no header: ask the tool itself.
             argv = [self.iptables, '--version']
@@ -270,6 +274,7 @@ class FamilyPlan:
         self.after_rules = []
         self.after_jump = None
         self.note = None
+        self.repaired = []          # what the read after the write found and repaired (_verified_write)
 
     @property
     def changed(self):
@@ -470,7 +475,11 @@ class IptablesBackend:
                 tools = self.tools[family]
                 tools.commands.append(' '.join(tools.restore_argv()))
                 back = _restore(tools, fam.undo_lines()) if undo else None
-                steps.append(Step('IPv%d' % family, fam.actions, _restore(tools, fam.lines), back, fam.kinds))
+                step = Step('IPv%d' % family, fam.actions, _restore(tools, fam.lines), back, fam.kinds)
+                if fam.managed:
+                    tools.commands.append(' '.join(tools.save_argv()))     # the read that verifies the write
+                    step.write = _verified_write(tools, fam, policy, step)
+                steps.append(step)
         return Plan(steps)
 
     def result(self, reading, plan, policy, state):
@@ -506,6 +515,11 @@ class IptablesBackend:
             if fam.note:
                 result['ipv%d' % family]['note'] = fam.note
                 result['warnings'].append('IPv%d: %s' % (family, fam.note))
+            if fam.repaired:
+                result['warnings'].append('IPv%d: another program changed the nat table while this run wrote it '
+                                          '(iptables-restore may have waited for it, for the xtables lock); the read '
+                                          'after the write found it and this run repaired it: %s.'
+                                          % (family, '; '.join(fam.repaired)))
         return result
 
     # -- the daemon modules' clean-up ------------------------------------
@@ -551,6 +565,48 @@ class IptablesBackend:
 def _restore(tools, lines):
     """A step's write (or undo): one restore of ``lines`` with ``tools``."""
     return lambda: tools.restore(lines)
+
+
+VERIFY_REPAIRS = 1
+RACED = ' (another writer changed the nat table while this run wrote it: found by the read after the write)'
+
+
+def _verified_write(tools, fam, policy, step):
+    """The write of a family the policy manages, then one read to verify it.
+
+    ``iptables-restore --wait`` waits while another program holds the
+    xtables lock; a writer that is not ours (not under our writers' lock)
+    may add our jump meanwhile, and the table then holds two.  So after the
+    write the table is read once more (only a run that wrote pays it) and
+    planned again: what differs (a duplicate jump, mostly) is repaired in the
+    same run, and said in the step's actions.  Bounded: one repair, then
+    one more read; a table that still differs is an error."""
+
+    def write():
+        tools.restore(fam.lines)
+        for repairs in range(VERIFY_REPAIRS + 1):
+            try:
+                table = tools.read(record=repairs > 0)
+                table.check(fam.family, TOOLS[fam.family][1])
+            except MasqError as e:
+                raise MasqError('IPv%d: the write was applied (%s), but reading it back failed: %s'
+                                % (fam.family, '; '.join(step.actions), e.msg), **dict(e.details, changed=True))
+            again = plan_present(fam.family, table, policy, adopt=True)
+            if not again.changed:
+                return
+            if repairs == VERIFY_REPAIRS:
+                raise MasqError('IPv%d: the write was applied (%s), but the nat table still differs from the policy '
+                                'after it was repaired once: another program keeps changing chain %s or its '
+                                'POSTROUTING jump (%s). Find that program, then run again.'
+                                % (fam.family, '; '.join(step.actions), fam.chain, '; '.join(again.actions)),
+                                changed=True)
+            tools.commands.append(' '.join(tools.restore_argv()))
+            tools.restore(again.lines)
+            step.actions.extend(action + RACED for action in again.actions)
+            step.kinds.extend(again.kinds)
+            fam.repaired.extend(again.actions)
+
+    return write
 
 
 def diff_text(result, which):
