@@ -40,8 +40,9 @@ masqueraded by the last rule.  Before the measurement each path is probed
 second pod address not in the sources nothing is masqueraded, to an address
 of an exception (10.0.0.1) everything is, to an address of a kept /24
 outside the exceptions (10.0.0.200) nothing is.  iptables-nft beside it,
-when part conn compares it too, without the E x S rule product at the
-largest N (E x S + N + S + 1 rules).
+when part conn compares it too, without E x S above N x N (the one-chain
+form's E x S + N + S + 1 rules; since issue 18 item 9 the core writes
+S + E + N + 2 rules in sub-chains).
 
 nftcore: ``node_nft.py measure``: the core with backend=nftables against
 the bare nft commands (see there), at the same N.

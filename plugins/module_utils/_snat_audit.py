@@ -39,7 +39,11 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import
     render_expr,
     render_rule,
 )
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import DEFAULT_CHAIN, validate_chain_name
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import (
+    DEFAULT_CHAIN,
+    sub_chain_names,
+    validate_chain_name,
+)
 
 OWNERS = ('ip-masq-agent', 'docker', 'flannel', 'kube-proxy', 'cni', 'netavark', 'libvirt', 'unknown')
 # Owners whose mark- or DNAT-gated masquerade only rewrites service or
@@ -382,6 +386,9 @@ def audit_iptables(text, family, backend, chain):
                 yield rule, rule.target
 
     paths = _bfs(['POSTROUTING'] if 'POSTROUTING' in table.chains else [], edges)
+    # Our chain, and the sub-chains it goes to (the split form of iptables.chains).
+    ours = set([chain]) | set(name for name in sub_chain_names(chain).values()
+                              if chain in [hop for hop, _via in paths.get(name, ())])
     sources = []
     for name, rules in table.chains.items():
         path = paths.get(name)
@@ -396,7 +403,7 @@ def audit_iptables(text, family, backend, chain):
             src = _source(family=FAMILY_NAMES[family], backend=backend, table='nat', chain=name,
                           rule=rule.line, target=rule.target, path=[n for n, _r in hops],
                           reachable=path is not None, cond=cond, gated=gate, our_chain=chain)
-            src['ours'] = name == chain
+            src['ours'] = name in ours
             sources.append(src)
     return sources
 

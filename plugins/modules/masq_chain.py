@@ -141,6 +141,8 @@ options:
       - Each protocol gets one C(MASQUERADE --to-ports) rule per range; all but the last range are
         picked with C(-m statistic --mode random) with a probability weighted by range size, so every
         port is equally likely. The plain final C(MASQUERADE) then handles other protocols.
+      - Where more than one rule rewrites (O(exception_cidrs), O(masquerade_cidrs)), these rules are written once,
+        in the sub-chain C(<chain>-REWRITE), and the rewriting rules go there (see the notes).
     type: list
     elements: str
     default: []
@@ -209,6 +211,9 @@ options:
       - Each must lie inside the kept destinations; one that does not would be masqueraded anyway and is an error.
       - iptables writes one rewriting rule per exception before the C(RETURN) rules; nftables checks one set
         (C(exceptions-ipv4), C(exceptions-ipv6)) before the kept ones. Cannot be combined with O(masquerade_cidrs).
+      - Each exception adds one iptables rule. With O(to_ports), O(source_cidrs) or O(out_interfaces), where writing
+        the rewrite at each exception for every source, interface and port range would take more rules, the rewrite
+        and the gates are written once, in sub-chains of the chain (see the notes).
       - An extension of ipmasq.agent (the upstream agent has no such setting); needs O(rule_format=docs).
     type: list
     elements: str
@@ -255,8 +260,9 @@ options:
       - Only traffic from these source CIDRs is rewritten (typically the pod CIDR, so that forwarded or
         inbound traffic that is not pod egress keeps its source). Every managed family needs at least one
         (with O(ipv6=true), an IPv4 and an IPv6 one).
-      - iptables adds C(-s) to each rewriting rule; nftables returns early for other sources (sets
-        C(sources-ipv4), C(sources-ipv6)).
+      - iptables adds C(-s) to each rewriting rule, or, where that takes more rules (exceptions, several interfaces),
+        checks each source once in the chain or in the sub-chain C(<chain>-SOURCES) and goes on to C(<chain>-POLICY)
+        (see the notes); nftables returns early for other sources (sets C(sources-ipv4), C(sources-ipv6)).
       - An extension of ipmasq.agent; needs O(rule_format=docs). V([]) means every source.
     type: list
     elements: str
@@ -266,7 +272,9 @@ options:
     description:
       - Only traffic leaving by these interfaces is rewritten; traffic leaving by any other interface keeps its
         source. Interface names (up to 15 letters, digits and C(_ . -)), no wildcards.
-      - iptables adds C(-o) to each rewriting rule; nftables returns early for other interfaces (C(oifname)).
+      - iptables adds C(-o) to each rewriting rule, or, where that takes more rules (exceptions, several sources),
+        checks each interface once in the chain and goes on to the sub-chains (see the notes); nftables returns early
+        for other interfaces (C(oifname)).
       - An extension of ipmasq.agent; needs O(rule_format=docs). V([]) means every interface.
     type: list
     elements: str
@@ -280,6 +288,19 @@ options:
     choices: [present, absent]
     default: present
 notes:
+  - "How many iptables rules: written in the one chain, each rewriting rule (one per exception or per
+    O(masquerade_cidrs) destination, and the final one) would be repeated for every source and interface pair and,
+    with O(to_ports), per protocol and port range: a product. Where that takes more rules than the sub-chains
+    C(<chain>-SOURCES), C(<chain>-POLICY) and C(<chain>-REWRITE) (the gates and the rewrite written once, reached with
+    C(-g)), the policy is written in them, with the same decisions; each option then adds its own length: one rule
+    per interface, per source, per exception, per listed destination, per non-masquerade CIDR, and three per port
+    range once. A policy without extensions, or with one source or one interface and no exception, stays the one
+    chain, exactly as before. The sub-chains are written in the same C(iptables-restore) transaction, removed with
+    the chain (O(state=absent), a switch of O(backend)), and named after the chain (cut short, with a tag of four
+    hex digits, where the name would exceed 28 characters)."
+  - A policy whose iptables form takes more than 25,000 rules in a family is refused before anything is written,
+    also in check mode; the error names the count and what each option adds. nftables keeps the lists in sets and
+    has no such limit.
   - When IPv4 was written and the IPv6 write then fails, the task fails with C(changed=true), says what was
     already applied, and lists it in C(applied); running it again finishes the job.
   - A C(RETURN) here (a C(return) in the nftables table) does not stop another nat chain or nft table from
@@ -462,7 +483,8 @@ ipv4:
       description: The chain's rules and the jumps to it before the run (C(chain_exists), C(rules), C(jumps)).
       type: dict
     rules:
-      description: The chain's rules after the run, as C(iptables-save) prints them.
+      description: The chain's rules after the run, as C(iptables-save) prints them, then those of its sub-chains
+        (C(-A IP-MASQ-AGENT-POLICY ...)) when the policy uses them.
       type: list
       elements: str
       sample:

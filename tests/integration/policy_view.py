@@ -55,8 +55,15 @@ def chain_lines(cidrs, chain=CHAIN, masq=MASQ):
             + ['-A %s %s' % (chain, masq)])
 
 
+# The sub-chains of the split iptables form (issue 18 item 9): the chain's
+# name and these suffixes (short chain names; policy.sub_chain_names).
+SUB_SUFFIXES = ('-SOURCES', '-POLICY', '-REWRITE')
+
+
 def ours(rules, chain=CHAIN):
-    return [r for r in rules if r.startswith((':%s ' % chain, '-A %s ' % chain)) or r.endswith('-j ' + chain)]
+    names = [chain] + [chain + suffix for suffix in SUB_SUFFIXES]
+    prefixes = tuple(':%s ' % name for name in names) + tuple('-A %s ' % name for name in names)
+    return [r for r in rules if r.startswith(prefixes) or r.endswith('-j ' + chain)]
 
 
 def not_ours(rules, chain=CHAIN):

@@ -26,6 +26,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from collections import OrderedDict
+
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import drift as rule_drift
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import (
@@ -39,6 +41,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import (
     RANDOM_FULLY_SINCE,
     port_text,
     snat_text,
+    sub_chain_names,
     validate_chain_name,
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.ranges import CATCH_ALL
@@ -126,14 +129,15 @@ def _target(policy, family, ports, random_fully):
     return text + (' --random-fully' if random_fully else '')
 
 
-def _rewrite_specs(policy, family, random_fully, comment, destination=None):
+def _rewrite_specs(policy, family, random_fully, comment, destination=None, gates=None):
     """The rules that rewrite the source, for each source / out-interface
-    pair (one without matches unless they are set): with to_ports one rule
-    per protocol and range, a range picked with the probability of its
-    share of the ports still left to pick from; then the rule for the rest."""
+    pair (``gates``, by default the policy's: one without matches unless
+    they are set): with to_ports one rule per protocol and range, a range
+    picked with the probability of its share of the ports still left to
+    pick from; then the rule for the rest."""
     match = _matched(policy, comment)
     specs = []
-    for source, interface in policy.gates(family):
+    for source, interface in policy.gates(family) if gates is None else gates:
         head = (_address_match('-s', source, family) + _address_match('-d', destination, family)
                 + ('-o %s ' % interface if interface else ''))
         sizes = [high - low + 1 for low, high in policy.port_ranges]
@@ -151,16 +155,33 @@ def _rewrite_specs(policy, family, random_fully, comment, destination=None):
 
 
 def chain_rules(policy, family, random_fully=None):
-    """The chain's rules for one family, as iptables-save prints them
-    (which writes no ``-d`` for 0.0.0.0/0 or ::/0).  ``random_fully`` None:
-    the policy's own choice, or off when it leaves it to the iptables
-    version (``plan`` passes ``policy.random_fully_for(version)``).
+    """The rules for one family, as iptables-save prints them (which
+    writes no ``-d`` for 0.0.0.0/0 or ::/0): the chain's, then those of its
+    sub-chains (:func:`chains`).  ``random_fully`` None: the policy's own
+    choice, or off when it leaves it to the iptables version (``plan``
+    passes ``policy.random_fully_for(version)``)."""
+    return [line for rules in chains(policy, family, random_fully).values() for line in rules]
 
-    In order: the exceptions (rewritten), the kept destinations (RETURN),
-    then the rewrite of everything else or, with masquerade_cidrs, of the
-    listed destinations only (the rest falls off the chain's end)."""
+
+def chains(policy, family, random_fully=None):
+    """Our chains for one family and their rules (name -> rules, the
+    policy's chain first), in the form ``policy.iptables_layout``
+    chose: the one chain (flat), or the chain and the sub-chains it goes to
+    (split)."""
     if random_fully is None:
         random_fully = bool(policy.random_fully)
+    layout = policy.iptables_layout(family)
+    if not layout.split:
+        return OrderedDict([(policy.chain, _flat_rules(policy, family, random_fully))])
+    return _split_chains(policy, family, random_fully, layout)
+
+
+def _flat_rules(policy, family, random_fully):
+    """The one chain, as the upstream agent writes it.  In order: the
+    exceptions (rewritten), the kept destinations (RETURN), then the rewrite
+    of everything else or, with masquerade_cidrs, of the listed
+    destinations only (the rest falls off the chain's end).  Each rewriting
+    rule is written for every source and interface pair."""
     ret = _matched(policy, policy.comments()['return']) + ' -j RETURN'
     specs = []
     for cidr in policy.exceptions[family]:
@@ -173,6 +194,59 @@ def chain_rules(policy, family, random_fully=None):
         specs.extend(_rewrite_specs(policy, family, random_fully, policy.action_comment(family)))
     prefix = '-A %s ' % policy.chain
     return [prefix + spec for spec in specs]
+
+
+def _split_chains(policy, family, random_fully, layout):
+    """The split form (``policy.IptablesLayout``): the gates go (``-g``) to
+    the policy sub-chain, whose rewriting rules go to the rewrite sub-chain.
+    A goto's RETURN, or the end of the chain it went to, leaves the policy
+    as the chain's own RETURN or end does, so the decisions are the flat
+    form's: a packet from another source or interface passes no gate and
+    keeps its source."""
+    comments = policy.comments()
+    names = policy.sub_chains
+    main = policy.chain
+    out = OrderedDict([(main, [])])
+    body = main
+    if layout.gated:
+        body = names['policy']
+        if layout.two_gates:
+            gate = _matched(policy, comments['gate_both'])
+            to_sources = _matched(policy, comments['to_sources'])
+            out[main] = ['-o %s %s -g %s' % (interface, to_sources, names['sources'])
+                         for interface in policy.out_interfaces]
+            out[names['sources']] = ['%s%s -g %s' % (_address_match('-s', source, family), gate, body)
+                                     for source in policy.sources[family]]
+        else:
+            gate = _matched(policy, comments['gate_both' if policy.sources[family] and policy.out_interfaces
+                                              else 'gate_sources' if policy.sources[family] else 'gate_interfaces'])
+            out[main] = ['%s%s%s -g %s' % (_address_match('-s', source, family),
+                                           '-o %s ' % interface if interface else '', gate, body)
+                         for source, interface in policy.gates(family)]
+        out[body] = []
+
+    if layout.rewrite_chain:
+        def rewrite(comment, destination=None):
+            return ['%s%s -g %s' % (_address_match('-d', destination, family), _matched(policy, comment),
+                                    names['rewrite'])]
+    else:
+        def rewrite(comment, destination=None):
+            return _rewrite_specs(policy, family, random_fully, comment, destination, gates=[(None, None)])
+
+    specs = out[body]
+    for cidr in policy.exceptions[family]:
+        specs.extend(rewrite(policy.action_comment(family, 'exception'), cidr))
+    ret = _matched(policy, comments['return']) + ' -j RETURN'
+    specs.extend(_address_match('-d', cidr, family) + ret for cidr in policy.kept(family))
+    if policy.masquerade_only:
+        for cidr in policy.listed[family]:
+            specs.extend(rewrite(policy.action_comment(family, 'listed'), cidr))
+    else:
+        specs.extend(rewrite(policy.action_comment(family)))
+    if layout.rewrite_chain:
+        out[names['rewrite']] = _rewrite_specs(policy, family, random_fully, policy.action_comment(family, 'rewrite'),
+                                               gates=[(None, None)])
+    return OrderedDict((name, ['-A %s %s' % (name, spec) for spec in rules]) for name, rules in out.items())
 
 
 def same_rule(current, desired):
@@ -268,10 +342,31 @@ class FamilyPlan:
         self.managed = managed
         self.jumps = table.jumps_to(chain, 'POSTROUTING') if table is not None else []
         self.chain_exists = table is not None and chain in table.chains
-        self.rules = [r.line for r in table.rules(chain)] if self.chain_exists else []
+        self.main_rules = [r.line for r in table.rules(chain)] if self.chain_exists else []
+        # The sub-chains (policy.sub_chain_names) on the node: ours (name ->
+        # rules), or not ours (name -> why): rules outside our chains go to
+        # it, or it has rules and none carries our comment.
+        self.subs = OrderedDict()
+        self.foreign_subs = OrderedDict()
+        names = list(sub_chain_names(chain).values()) if table is not None else []
+        for name in names:
+            if name not in table.chains:
+                continue
+            rules = table.rules(name)
+            outside = [r.line for r in table.jumps_to(name) if r.chain != chain and r.chain not in names]
+            if outside:
+                self.foreign_subs[name] = 'a rule outside our chains goes to it (%s)' % outside[0]
+            elif rules and not any((r.comment or '').startswith(OUR_COMMENT_PREFIX) for r in rules):
+                self.foreign_subs[name] = ('none of its %d rule%s carries an "ip-masq-agent:" comment (first: %s)'
+                                           % (len(rules), '' if len(rules) == 1 else 's', rules[0].line))
+            else:
+                self.subs[name] = [r.line for r in rules]
+        # The chain's rules, then those of our sub-chains.
+        self.rules = self.main_rules + [line for lines in self.subs.values() for line in lines]
         self.lines = []             # restore lines, without *nat / COMMIT
         self.actions = []           # what is done, in words
         self.after_rules = []
+        self.after_chains = []      # the chains the policy wants, the chain first
         self.after_jump = None
         self.note = None
         self.repaired = []          # what the read after the write found and repaired (_verified_write)
@@ -283,7 +378,7 @@ class FamilyPlan:
     def ours(self):
         """Whether the chain is ours to rewrite or delete: it is empty, or one
         of its rules or of the POSTROUTING jumps to it carries our comment."""
-        if not self.rules:
+        if not self.main_rules:
             return True
         rules = self.table.rules(self.chain) + self.jumps
         return any((r.comment or '').startswith(OUR_COMMENT_PREFIX) for r in rules)
@@ -295,8 +390,8 @@ class FamilyPlan:
         at their places in POSTROUTING."""
         chain = self.chain
         if self.managed:
-            return [self.after_jump.replace('-A', '-D', 1), ':%s - [0:0]' % chain, '-X %s' % chain]
-        lines = [':%s - [0:0]' % chain] + list(self.rules)
+            return [self.after_jump.replace('-A', '-D', 1)] + drop_lines(self.after_chains)
+        lines = [':%s - [0:0]' % name for name in [chain] + list(self.subs)] + list(self.rules)
         prefix = '-A POSTROUTING '
         lines.extend('-I POSTROUTING %d %s' % (r.index + 1, r.line[len(prefix):])
                      for r in sorted(self.jumps, key=lambda r: r.index))
@@ -309,8 +404,14 @@ class FamilyPlan:
                         '"ip-masq-agent:" comment (first: %s). ipmasq.agent will not %s a chain it never wrote. '
                         'Choose another chain name, or run ipmasq.agent.masq_chain once with adopt_chain=true to '
                         'take it over. Nothing was changed.'
-                        % (self.chain, self.family, len(self.rules), '' if len(self.rules) == 1 else 's',
-                           self.rules[0], what))
+                        % (self.chain, self.family, len(self.main_rules), '' if len(self.main_rules) == 1 else 's',
+                           self.main_rules[0], what))
+
+
+def drop_lines(chains):
+    """Restore lines that flush and then delete ``chains`` (all flushed
+    first: a chain can be deleted only once no rule goes to it)."""
+    return [':%s - [0:0]' % name for name in chains] + ['-X %s' % name for name in chains]
 
 
 def plan_present(family, table, policy, adopt=False):
@@ -318,14 +419,20 @@ def plan_present(family, table, policy, adopt=False):
     plan.kinds = []             # what each action repairs (metrics.DRIFT_KINDS), next to plan.actions
     plan.refuse_foreign(adopt, 'flush and take over')
     chain = policy.chain
-    desired = chain_rules(policy, family, policy.random_fully_for(table.version))
+    wanted = chains(policy, family, policy.random_fully_for(table.version))
+    for name in wanted:
+        if name in plan.foreign_subs and not adopt:
+            raise MasqError('chain %s (IPv%d), a sub-chain this policy needs for chain %s, already exists and is not '
+                            'ours: %s. ipmasq.agent will not flush and take over a chain it never wrote. Choose '
+                            'another chain name, or run ipmasq.agent.masq_chain once with adopt_chain=true to take '
+                            'it over. Nothing was changed.' % (name, family, chain, plan.foreign_subs[name]))
     jump = jump_spec(chain)
     jump_line = '-A POSTROUTING ' + jump
-    plan.after_rules = desired
+    plan.after_rules = [line for rules in wanted.values() for line in rules]
+    plan.after_chains = list(wanted)
     plan.after_jump = jump_line
 
     postrouting = table.rules('POSTROUTING')
-    chain_ok = plan.chain_exists and same_rules(plan.rules, desired)
     good = [r for r in plan.jumps if same_rule(r.line, jump_line)]
     bad = [r for r in plan.jumps if not same_rule(r.line, jump_line)]
     if policy.jump_position == 'first':
@@ -334,17 +441,32 @@ def plan_present(family, table, policy, adopt=False):
         jump_ok = len(plan.jumps) == 1 and bool(good)
 
     lines = []
-    if not chain_ok:
-        # Under --noflush, a chain line creates the chain or flushes it, in
-        # the same transaction as the rules that refill it.
-        lines.append(':%s - [0:0]' % chain)
-        lines.extend(desired)
-        if not plan.chain_exists:
-            plan.actions.append('create chain %s' % chain)
+    # Under --noflush, a chain line creates the chain or flushes it, in the
+    # same transaction as the rules that refill it; the sub-chains first, so
+    # that every goto finds its chain.
+    writes = []
+    for name, desired in wanted.items():
+        exists = name in table.chains
+        current = [r.line for r in table.rules(name)]
+        if exists and same_rules(current, desired):
+            continue
+        writes.append(name)
+        if not exists:
+            plan.actions.append('create chain %s' % name)
             plan.kinds.append('chain_missing')
         else:
-            plan.actions.append('rewrite chain %s (%d rules -> %d rules)' % (chain, len(plan.rules), len(desired)))
+            plan.actions.append('rewrite chain %s (%d rules -> %d rules)' % (name, len(current), len(desired)))
             plan.kinds.append('chain_rules')
+    for name in reversed(writes):
+        lines.append(':%s - [0:0]' % name)
+        lines.extend(wanted[name])
+    # Our sub-chains the policy no longer uses (it changed form), once
+    # nothing goes to them any more.
+    stale = [name for name in plan.subs if name not in wanted]
+    lines.extend(drop_lines(stale))
+    for name in stale:
+        plan.actions.append('delete chain %s (no longer used)' % name)
+        plan.kinds.append('chain_unwanted')
     if not jump_ok:
         keep_one = policy.jump_position == 'append' and good
         drop = bad + (good[:-1] if keep_one else good)
@@ -389,12 +511,21 @@ def plan_absent(family, table, chain, adopt=False, strict=True):
                         % (chain, family, '; '.join(foreign)))
     if plan.jumps:
         plan.actions.append('remove %d POSTROUTING jump(s) to %s' % (len(plan.jumps), chain))
+    # The chain and our sub-chains: all flushed, then deleted.
+    drop = ([chain] if plan.chain_exists else []) + list(plan.subs)
+    subs = list(plan.subs)
     if plan.chain_exists:
-        plan.actions.append('delete chain %s' % chain)
+        plan.actions.append('delete chain %s' % chain + (' and its sub-chain%s %s' % (
+            '' if len(subs) == 1 else 's', ', '.join(subs)) if subs else ''))
+    elif subs:
+        plan.actions.append('delete chain%s %s' % ('' if len(subs) == 1 else 's', ', '.join(subs)))
     # Ours where the policy wants none (a family it does not manage, or
     # state=absent); backends.py calls it other_backend in a switch.
     plan.kinds = ['chain_unwanted'] * len(plan.actions)
-    plan.lines = removal_lines(plan.jumps, [chain] if plan.chain_exists else [])
+    if len(drop) <= 1:
+        plan.lines = removal_lines(plan.jumps, drop)
+    else:
+        plan.lines = removal_lines(plan.jumps) + drop_lines(drop)
     return plan
 
 
@@ -462,6 +593,7 @@ class IptablesBackend:
             strict = policy is None
         for family, table in sorted(reading.tables.items()):
             if family in managed:
+                policy.iptables_layout(family).check()
                 if policy.random_fully and table.version and table.version < RANDOM_FULLY_SINCE:
                     raise MasqError('random_fully: the installed %s (v%s) does not support --random-fully '
                                     '(needs 1.6.2 or later). Nothing was changed.'
@@ -609,6 +741,16 @@ def _verified_write(tools, fam, policy, step):
     return write
 
 
+def _sub_declarations(lines, chain):
+    """``:NAME - [0:0]`` for each chain other than ``chain`` that ``lines`` (``-A`` lines) fill."""
+    names = []
+    for line in lines:
+        name = line.split(' ', 2)[1] if line.startswith('-A ') else None
+        if name and name != chain and name not in names:
+            names.append(name)
+    return [':%s - [0:0]' % name for name in names]
+
+
 def diff_text(result, which):
     """Text for diff mode: the chain and its jumps per family, before or after."""
     out = []
@@ -621,9 +763,11 @@ def diff_text(result, which):
             out.extend(fam['before']['jumps'])
             if fam['before']['chain_exists']:
                 out.append(':%s - [0:0]' % result['chain'])
+            out.extend(_sub_declarations(fam['before']['rules'], result['chain']))
             out.extend(fam['before']['rules'])
         elif fam['managed']:
             out.append(fam['jump'])
             out.append(':%s - [0:0]' % result['chain'])
+            out.extend(_sub_declarations(fam['rules'], result['chain']))
             out.extend(fam['rules'])
     return '\n'.join(out) + '\n'

@@ -74,6 +74,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.golang import (
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import (
     DEFAULT_CHAIN,
     Policy,
+    RuleLimitError,
     parse_to_ports,
     validate_chain_name,
 )
@@ -292,7 +293,20 @@ def _cycle(opts, log, seen):
                     'writes from ip_masq_resync_interval); the file does not change the timer.'
                     % (opts.config, settings['resync_interval'], timer))
 
-    result = sync(policy, Backends(make_run(), find, choice=opts.backend), check_mode=opts.check)
+    try:
+        result = sync(policy, Backends(make_run(), find, choice=opts.backend), check_mode=opts.check)
+    except RuleLimitError as e:
+        # The file's policy is too big for iptables (found before anything
+        # was written): refused like a bad file, the last good one enforced.
+        if refused is not None:
+            raise
+        refused = ConfigError(in_file_terms(e.msg))
+        seen['config_valid'] = False
+        new_config = False
+        policy = _fallback(opts, state_text, log, refused)
+        if policy is None:
+            return EXIT_CONFIG
+        result = sync(policy, Backends(make_run(), find, choice=opts.backend), check_mode=opts.check)
     seen.update(result=result, policy=policy)
     if not new_config and not opts.check:
         # A repair of the configuration already enforced: drift (a changed file's first apply is not).

@@ -175,20 +175,28 @@ def test_snat_to_require_local_false_is_kept():
 # --------------------------------------------------------------------------
 
 def test_iptables_exceptions_sources_and_two_interfaces():
+    # Two sources and two interfaces: the flat form would write each of the
+    # 2 rewriting rules for the 4 pairs (8 + 2 RETURN = 10 rules); the split
+    # form (issue 18 item 9) checks the interfaces, then the sources, once
+    # each (8 rules): the chain goes (-g) to IP-MASQ-AGENT-SOURCES, which goes
+    # to IP-MASQ-AGENT-POLICY.
     pol = Policy(nonmasquerade_cidrs=['10.0.0.0/8'], exception_cidrs=['10.96.0.0/12'],
                  source_cidrs=['10.244.0.0/16', '10.245.0.0/16'], out_interfaces=['eth0', 'eth1'])
     exc = C_EXC % 'MASQUERADE'
+    to_sources = 'ip-masq-agent: traffic leaving by a listed interface goes on to the source check'
+    gate = 'ip-masq-agent: traffic from a listed source leaving by a listed interface is subject to the policy'
+    layout = pol.iptables_layout(4)
+    assert layout.split and layout.two_gates and not layout.rewrite_chain
+    assert (layout.count, layout.flat_count) == (8, 10)
     assert iptables.chain_rules(pol, 4) == [
-        ipt('-s 10.244.0.0/16 -d 10.96.0.0/12 -o eth0', exc, '-j MASQUERADE'),
-        ipt('-s 10.244.0.0/16 -d 10.96.0.0/12 -o eth1', exc, '-j MASQUERADE'),
-        ipt('-s 10.245.0.0/16 -d 10.96.0.0/12 -o eth0', exc, '-j MASQUERADE'),
-        ipt('-s 10.245.0.0/16 -d 10.96.0.0/12 -o eth1', exc, '-j MASQUERADE'),
-        ret('169.254.0.0/16'),
-        ret('10.0.0.0/8'),
-        ipt('-s 10.244.0.0/16 -o eth0', C_MASQ, '-j MASQUERADE'),
-        ipt('-s 10.244.0.0/16 -o eth1', C_MASQ, '-j MASQUERADE'),
-        ipt('-s 10.245.0.0/16 -o eth0', C_MASQ, '-j MASQUERADE'),
-        ipt('-s 10.245.0.0/16 -o eth1', C_MASQ, '-j MASQUERADE'),
+        ipt('-o eth0', to_sources, '-g IP-MASQ-AGENT-SOURCES'),
+        ipt('-o eth1', to_sources, '-g IP-MASQ-AGENT-SOURCES'),
+        ipt('-s 10.244.0.0/16', gate, '-g IP-MASQ-AGENT-POLICY').replace(CHAIN, CHAIN + '-SOURCES', 1),
+        ipt('-s 10.245.0.0/16', gate, '-g IP-MASQ-AGENT-POLICY').replace(CHAIN, CHAIN + '-SOURCES', 1),
+        ipt('-d 10.96.0.0/12', exc, '-j MASQUERADE').replace(CHAIN, CHAIN + '-POLICY', 1),
+        ret('169.254.0.0/16').replace(CHAIN, CHAIN + '-POLICY', 1),
+        ret('10.0.0.0/8').replace(CHAIN, CHAIN + '-POLICY', 1),
+        ipt('', C_MASQ, '-j MASQUERADE').replace(CHAIN, CHAIN + '-POLICY', 1),
     ]
 
 
