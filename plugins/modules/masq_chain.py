@@ -25,7 +25,7 @@ description:
     transaction per family rewrites the chain and fixes the jump (adds a missing one,
     removes duplicates, replaces a wrong one, moves a misplaced one with O(jump_position=first)),
     so no packet ever meets a half-built chain. The xtables lock is taken (C(--wait)).
-  - A run that wrote reads the table back once (a run that wrote nothing does not): a jump that another program
+  - A run that wrote reads the table back once (a run that wrote nothing does not); a jump that another program
     added meanwhile (while C(iptables-restore --wait) waited for the xtables lock) is removed in the same run,
     and the result says so in RV(actions) and a warning.
   - The chain is owned by this module alone; a foreign rule inside it is removed. An existing chain of that
