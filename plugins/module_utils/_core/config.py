@@ -39,6 +39,7 @@ __metaclass__ = type
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.cidrs import (
     DEFAULT_CIDR_LIMIT,
+    canonical_ipv4_cidr,
     default_cidrs,
     is_default_list,
     normal_text,
@@ -350,25 +351,31 @@ def _check_cidrs(settings, ipv6, where, keep_duplicates=False):
     where = where or 'nonMasqueradeCIDRs'
     cidrs = settings['nonmasquerade_cidrs']
     default = is_default_list(cidrs)
-    try:
-        by_family, _dups = parse_cidrs(cidrs, ipv6=True, cidr_limit=None)
-    except MasqError as e:
-        raise ConfigError('%s: %s' % (where, _core_reason(e.msg)))
+    # Canonical IPv4 CIDRs (nearly every list) are checked once, here; anything else goes
+    # through the core's parser, for its messages.
+    normal = [canonical_ipv4_cidr(raw) for raw in cidrs]
+    ipv6_cidrs = []
+    if None in normal:
+        try:
+            by_family, _dups = parse_cidrs(cidrs, ipv6=True, cidr_limit=None)
+        except MasqError as e:
+            raise ConfigError('%s: %s' % (where, _core_reason(e.msg)))
+        normal = [normal_text(raw.strip()) for raw in cidrs]
+        ipv6_cidrs = by_family[6]
     canon = []
     counts = {}
-    for raw in cidrs:
-        text = normal_text(raw.strip())
+    for text in normal:
         if text not in counts:
             counts[text] = 0
             canon.append(text)
         counts[text] += 1
-    if by_family[6] and not ipv6:
-        one = len(by_family[6]) == 1
+    if ipv6_cidrs and not ipv6:
+        one = len(ipv6_cidrs) == 1
         raise ConfigError('%s: %s %s IPv6 but IPv6 is not enabled: start the agent with --enable-ipv6 '
                           '(role variable ip_masq_enable_ipv6: true), or remove %s.'
-                          % (where, ', '.join(by_family[6]), 'is' if one else 'are', 'it' if one else 'them'))
+                          % (where, ', '.join(ipv6_cidrs), 'is' if one else 'are', 'it' if one else 'them'))
     if keep_duplicates:
-        canon = [normal_text(raw.strip()) for raw in cidrs]
+        canon = normal
     limit = settings['cidr_limit']
     if len(canon) > limit:
         raise ConfigError('%s: %d CIDRs (link-local not counted) is over cidrLimit %d; aggregate the list or '

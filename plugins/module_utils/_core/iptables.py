@@ -26,8 +26,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from collections import OrderedDict
-
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import drift as rule_drift
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import (
@@ -172,7 +170,7 @@ def chains(policy, family, random_fully=None):
         random_fully = bool(policy.random_fully)
     layout = policy.iptables_layout(family)
     if not layout.split:
-        return OrderedDict([(policy.chain, _flat_rules(policy, family, random_fully))])
+        return {policy.chain: _flat_rules(policy, family, random_fully)}
     return _split_chains(policy, family, random_fully, layout)
 
 
@@ -206,7 +204,7 @@ def _split_chains(policy, family, random_fully, layout):
     comments = policy.comments()
     names = policy.sub_chains
     main = policy.chain
-    out = OrderedDict([(main, [])])
+    out = {main: []}     # dicts keep their order (no collections: its import costs a resync cycle)
     body = main
     if layout.gated:
         body = names['policy']
@@ -246,7 +244,7 @@ def _split_chains(policy, family, random_fully, layout):
     if layout.rewrite_chain:
         out[names['rewrite']] = _rewrite_specs(policy, family, random_fully, policy.action_comment(family, 'rewrite'),
                                                gates=[(None, None)])
-    return OrderedDict((name, ['-A %s %s' % (name, spec) for spec in rules]) for name, rules in out.items())
+    return dict((name, ['-A %s %s' % (name, spec) for spec in rules]) for name, rules in out.items())
 
 
 def same_rule(current, desired):
@@ -346,8 +344,8 @@ class FamilyPlan:
         # The sub-chains (policy.sub_chain_names) on the node: ours (name ->
         # rules), or not ours (name -> why): rules outside our chains go to
         # it, or it has rules and none carries our comment.
-        self.subs = OrderedDict()
-        self.foreign_subs = OrderedDict()
+        self.subs = {}
+        self.foreign_subs = {}
         names = list(sub_chain_names(chain).values()) if table is not None else []
         for name in names:
             if name not in table.chains:

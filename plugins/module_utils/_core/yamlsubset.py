@@ -237,29 +237,33 @@ class _Yaml:
 
     def _read_lines(self):
         started = False
-        for index, raw in enumerate(self.raw):
-            no = index + 1
-            line = raw[:-1] if raw.endswith('\r') else raw
+        append = self.lines.append
+        no = 0
+        for raw in self.raw:
+            no += 1
+            line = raw[:-1] if raw[-1:] == '\r' else raw
             stripped = line.strip(' \t')
-            if not stripped or stripped.startswith('#'):
+            if not stripped or stripped[0] == '#':
                 continue
-            if line.startswith('---') and (len(line) == 3 or line[3] in ' \t'):
-                rest = line[3:].strip(' \t')
-                if started:
-                    # A second document: upstream (go-yaml's Unmarshal) reads the first only.
-                    return
-                if rest and not rest.startswith('#'):
-                    raise self.error(no, 'content on the "---" line is not supported; start it on the next line')
-                started = True
-                continue
-            if line.startswith('...') and (len(line) == 3 or line[3] in ' \t'):
-                return      # the end of the first document; what follows is not read
-            if line.startswith('%'):
-                raise self.error(no, 'YAML directives ("%") are not supported')
+            first = line[0]
+            if first in '-.%':
+                if first == '-' and line.startswith('---') and (len(line) == 3 or line[3] in ' \t'):
+                    rest = line[3:].strip(' \t')
+                    if started:
+                        # A second document: upstream (go-yaml's Unmarshal) reads the first only.
+                        return
+                    if rest and not rest.startswith('#'):
+                        raise self.error(no, 'content on the "---" line is not supported; start it on the next line')
+                    started = True
+                    continue
+                if first == '.' and line.startswith('...') and (len(line) == 3 or line[3] in ' \t'):
+                    return      # the end of the first document; what follows is not read
+                if first == '%':
+                    raise self.error(no, 'YAML directives ("%") are not supported')
             indent = len(line) - len(line.lstrip(' '))
-            tab = line[indent] == '\t'
             started = True
-            self.lines.append(_Line(no, indent, line[indent:].strip(' \t'), tab))
+            # The text without its indentation is the stripped line (a tab after the spaces goes too).
+            append(_Line(no, indent, stripped, line[indent] == '\t'))
 
     # -- documents -------------------------------------------------------
 
