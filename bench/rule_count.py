@@ -50,7 +50,7 @@ def node(args):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n', maxsplit=1)[0])
     parser.add_argument('--node', action='store_true', help=argparse.SUPPRESS)
     parser.add_argument('--baseline', help='another tree (its build/collections) to time the same way')
     parser.add_argument('--timeout', type=int, default=900, help='per command, seconds (default 900)')

@@ -58,6 +58,11 @@ def ipt(rule, comment, target):
                                                         target)
 
 
+def ipt_in(chain, rule, comment, target):
+    """``ipt`` for a rule of another chain (a sub-chain of ours)."""
+    return ipt(rule, comment, target).replace(CHAIN, chain, 1)
+
+
 def ipt_chain(*rules):
     """Our iptables-save lines: the declaration, the POSTROUTING jump, the rules."""
     return [':%s -' % CHAIN, JUMP % (CHAIN, CHAIN)] + list(rules)
@@ -125,10 +130,9 @@ CASES = [
         'ipv4': [':%s -' % CHAIN, ':%s-REWRITE -' % CHAIN, JUMP % (CHAIN, CHAIN),
                  ret('169.254.0.0/16'),
                  ipt('-d 198.51.100.0/24', C_LISTED, '-g %s-REWRITE' % CHAIN),
-                 ipt('-d 203.0.113.0/24', C_LISTED, '-g %s-REWRITE' % CHAIN)]
-                + [ipt('-p %s' % proto if proto else '', C_REWRITE,
-                       '-j MASQUERADE' + (' --to-ports 1024-65535' if proto else '')).replace(CHAIN, CHAIN + '-REWRITE', 1)
-                   for proto in PROTOS + (None,)],
+                 ipt('-d 203.0.113.0/24', C_LISTED, '-g %s-REWRITE' % CHAIN),
+                 *[ipt_in(CHAIN + '-REWRITE', '-p %s' % proto if proto else '', C_REWRITE,
+                          '-j MASQUERADE' + (' --to-ports 1024-65535' if proto else '')) for proto in PROTOS + (None,)]],
         'ipv6': [],
         'nft': nft_table(
             [('masq-ipv4', 'ipv4_addr', ['198.51.100.0/24', '203.0.113.0/24'])],

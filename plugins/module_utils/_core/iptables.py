@@ -216,8 +216,9 @@ def _split_chains(policy, family, random_fully, layout):
             out[names['sources']] = ['%s%s -g %s' % (_address_match('-s', source, family), gate, body)
                                      for source in policy.sources[family]]
         else:
-            gate = _matched(policy, comments['gate_both' if policy.sources[family] and policy.out_interfaces
-                                              else 'gate_sources' if policy.sources[family] else 'gate_interfaces'])
+            kind = ('gate_both' if policy.sources[family] and policy.out_interfaces
+                    else 'gate_sources' if policy.sources[family] else 'gate_interfaces')
+            gate = _matched(policy, comments[kind])
             out[main] = ['%s%s%s -g %s' % (_address_match('-s', source, family),
                                            '-o %s ' % interface if interface else '', gate, body)
                          for source, interface in policy.gates(family)]
