@@ -66,8 +66,8 @@ def test_each_listing_shows_what_its_command_prints(prot_words):
         want = prot_words[numeric]
         for rule in rules:
             if rule.split()[1] != want:
-                wrong.append('%s:%d (%s): prot %r, iptables prints %r: %s' % (path, line, command, rule.split()[1], want,
-                                                                          rule.strip()[:60]))
+                wrong.append('%s:%d (%s): prot %r, iptables prints %r: %s'
+                             % (path, line, command, rule.split()[1], want, rule.strip()[:60]))
             if numeric and 'anywhere' in rule:
                 wrong.append('%s:%d (%s): "anywhere" under -n: %s' % (path, line, command, rule.strip()[:60]))
     assert not wrong, '\n'.join(wrong)
