@@ -107,6 +107,12 @@ class DefaultCidrs(list):
     the reserved ranges to the default list only)."""
 
 
+class CanonicalCidrs(list):
+    """A list of canonical IPv4 CIDRs (:func:`canonical_ipv4_cidr`), each once:
+    what the config reader hands the policy when a file's list is in that
+    form, so that :func:`parse_cidrs` does not check every entry again."""
+
+
 def default_cidrs():
     return DefaultCidrs(DEFAULT_NONMASQ_CIDRS)
 
@@ -128,6 +134,10 @@ def parse_cidrs(cidrs, ipv6=False, cidr_limit=DEFAULT_CIDR_LIMIT, reserved=False
     """
     if cidrs is None:
         cidrs = list(DEFAULT_NONMASQ_CIDRS)
+    if isinstance(cidrs, CanonicalCidrs) and not reserved:
+        # Checked already, entry by entry (config.py); what the loop below would return.
+        _check_limit(name, len(cidrs), cidr_limit)
+        return {4: list(cidrs), 6: []}, []
     if not isinstance(cidrs, (list, tuple)):
         raise MasqError('%s must be a list of CIDR strings, got %r.' % (name, cidrs))
     entries = list(cidrs)
@@ -160,12 +170,15 @@ def parse_cidrs(cidrs, ipv6=False, cidr_limit=DEFAULT_CIDR_LIMIT, reserved=False
     if errors:
         raise MasqError('%s: %d bad entr%s: %s. Nothing was changed.'
                         % (name, len(errors), 'y' if len(errors) == 1 else 'ies', '; '.join(errors)))
-    count = len(by_family[4]) + len(by_family[6])
+    _check_limit(name, len(by_family[4]) + len(by_family[6]), cidr_limit)
+    return by_family, warnings
+
+
+def _check_limit(name, count, cidr_limit):
     if cidr_limit is not None and count > cidr_limit:
         raise MasqError('%s: %d CIDRs (excluding link-local) is over cidr_limit %d; '
                         'aggregate the list or raise cidr_limit. Nothing was changed.'
                         % (name, count, cidr_limit))
-    return by_family, warnings
 
 
 def normal_text(text):

@@ -39,6 +39,7 @@ __metaclass__ = type
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.cidrs import (
     DEFAULT_CIDR_LIMIT,
+    CanonicalCidrs,
     canonical_ipv4_cidr,
     default_cidrs,
     is_default_list,
@@ -289,6 +290,12 @@ def _cidr_list(where, value, warnings):
         return []
     if isinstance(value, Pairs) or not isinstance(value, list):
         raise ConfigError('%s must be a list of CIDR strings, not %s.' % (where, _describe(value)))
+    try:
+        # Nearly every list: canonical IPv4 CIDRs (strings without spaces), checked in one pass.
+        if None not in [canonical_ipv4_cidr(item) for item in value]:
+            return CanonicalCidrs(value)
+    except AttributeError:      # not a string: said below
+        pass
     bad = ['entry %d is %s' % (n + 1, _describe(item)) for n, item in enumerate(value) if not isinstance(item, str)]
     if bad:
         raise ConfigError('%s must be a list of CIDR strings: %s.' % (where, '; '.join(bad)))
@@ -351,11 +358,12 @@ def _check_cidrs(settings, ipv6, where, keep_duplicates=False):
     where = where or 'nonMasqueradeCIDRs'
     cidrs = settings['nonmasquerade_cidrs']
     default = is_default_list(cidrs)
-    # Canonical IPv4 CIDRs (nearly every list) are checked once, here; anything else goes
-    # through the core's parser, for its messages.
-    normal = [canonical_ipv4_cidr(raw) for raw in cidrs]
+    # Canonical IPv4 CIDRs (nearly every list) were checked once, by _cidr_list; anything
+    # else goes through the core's parser, for its messages.
+    canonical = isinstance(cidrs, CanonicalCidrs)
+    normal = cidrs
     ipv6_cidrs = []
-    if None in normal:
+    if not canonical:
         try:
             by_family, _dups = parse_cidrs(cidrs, ipv6=True, cidr_limit=None)
         except MasqError as e:
@@ -364,24 +372,27 @@ def _check_cidrs(settings, ipv6, where, keep_duplicates=False):
         ipv6_cidrs = by_family[6]
     canon = []
     counts = {}
-    for text in normal:
-        if text not in counts:
-            counts[text] = 0
-            canon.append(text)
-        counts[text] += 1
+    if canonical and len(set(normal)) == len(normal):
+        canon = CanonicalCidrs(normal)      # each once: the policy need not check them again
+    else:
+        for text in normal:
+            if text not in counts:
+                counts[text] = 0
+                canon.append(text)
+            counts[text] += 1
     if ipv6_cidrs and not ipv6:
         one = len(ipv6_cidrs) == 1
         raise ConfigError('%s: %s %s IPv6 but IPv6 is not enabled: start the agent with --enable-ipv6 '
                           '(role variable ip_masq_enable_ipv6: true), or remove %s.'
                           % (where, ', '.join(ipv6_cidrs), 'is' if one else 'are', 'it' if one else 'them'))
     if keep_duplicates:
-        canon = normal
+        canon = list(normal)
     limit = settings['cidr_limit']
     if len(canon) > limit:
         raise ConfigError('%s: %d CIDRs (link-local not counted) is over cidrLimit %d; aggregate the list or '
                           'raise cidrLimit.' % (where, len(canon), limit))
     settings['nonmasquerade_cidrs'] = default_cidrs() if default else canon
-    if keep_duplicates:
+    if keep_duplicates or not counts:
         return []
     return ['%s lists %s %d times; one rule is written.' % (where, cidr, counts[cidr])
             for cidr in canon if counts[cidr] > 1]

@@ -726,3 +726,55 @@ def test_a_plain_config_is_read_without_the_heavy_standard_modules():
                           env=env, check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == [], proc.stdout
+
+
+# ------------------------------------------------------------ the canonical IPv4 list, checked once
+
+_ENTRIES = st.sampled_from(['10.0.0.0/8', '10.0.0.0/8', '192.168.0.0/16', '100.64.0.0/10', '0.0.0.0/0', '1.2.3.4/32',
+                            '010.0.0.0/8', '10.0.0.1/8', '10.0.0.0', 'fd00::/8', '2001:DB8::/32', '"10.1.0.0/16"',
+                            '" 10.2.0.0/16"', '1', 'true', '[10.3.0.0/16]', '10.0.0.0/33', '::ffff:0:0/96'])
+
+
+def _cycle_outcome(text, ipv6, rule_format, reserved):
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core import resync
+    try:
+        settings, warnings = c.parse_config(text, ipv6=ipv6, rule_format=rule_format)
+    except c.ConfigError as e:
+        return 'refused', e.msg
+    opts = resync.Options()
+    opts.enable_ipv6, opts.rule_format, opts.nomasq_all_reserved_ranges = ipv6, rule_format, reserved
+    try:
+        policy = resync.build_policy(settings, opts)
+    except MasqError as e:
+        return 'policy refused', list(settings['nonmasquerade_cidrs']), warnings, e.msg
+    return list(settings['nonmasquerade_cidrs']), warnings, policy.cidrs, policy.warnings
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_ENTRIES, max_size=8), st.booleans(), st.sampled_from(['docs', 'upstream']), st.booleans(),
+       st.integers(min_value=0, max_value=9))
+def test_a_canonical_list_is_checked_once_with_the_same_outcome(entries, ipv6, rule_format, reserved, limit):
+    """A list of canonical IPv4 CIDRs is checked once, by the config reader (the policy takes it as
+    checked); every list gives the settings, warnings, policy and errors of the full check."""
+    text = 'nonMasqueradeCIDRs:\n' + ''.join('  - %s\n' % entry for entry in entries) + 'cidrLimit: %d\n' % limit
+    fast = _cycle_outcome(text, ipv6, rule_format, reserved)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(config, 'canonical_ipv4_cidr', lambda text: None)   # no list is taken as checked
+        full = _cycle_outcome(text, ipv6, rule_format, reserved)
+    assert fast == full, text
+
+
+def test_the_policy_takes_a_canonical_list_as_checked_but_still_counts_it():
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core import cidrs, policy
+    settings = settings_of('nonMasqueradeCIDRs:\n  - 10.0.0.0/8\n  - 192.168.0.0/16\n')
+    assert isinstance(settings['nonmasquerade_cidrs'], cidrs.CanonicalCidrs)
+    assert policy.Policy(nonmasquerade_cidrs=settings['nonmasquerade_cidrs']).cidrs == {
+        4: ['10.0.0.0/8', '192.168.0.0/16'], 6: []}
+    with pytest.raises(MasqError) as e:
+        policy.Policy(nonmasquerade_cidrs=settings['nonmasquerade_cidrs'], cidr_limit=1)
+    assert 'is over cidr_limit 1' in e.value.msg
+    # A list with a duplicate, or in another form, is not marked: the policy checks it in full.
+    assert not isinstance(settings_of('nonMasqueradeCIDRs: [10.0.0.0/8, 10.0.0.0/8]\n')['nonmasquerade_cidrs'],
+                          cidrs.CanonicalCidrs)
+    assert not isinstance(settings_of('nonMasqueradeCIDRs: [fd00::/8]\n', ipv6=True)['nonmasquerade_cidrs'],
+                          cidrs.CanonicalCidrs)
