@@ -226,6 +226,16 @@ NFT_DRIFTS = {
     'table deleted': 'create table inet ip-masq-agent (nonmasq-ipv4: 1 element(s))',
     'table dormant': 'rewrite table inet ip-masq-agent (',
 }
+# What the repair's log line names after its counts (which rule was missing or extra).
+DRIFT_WORDS = {
+    ('iptables', 'rule deleted'): ': missing `-A %s -d 10.0.0.0/8 ' % CHAIN,
+    ('iptables', 'chain flushed'): ': missing `-A %s -d 10.0.0.0/8 ' % CHAIN,
+    ('iptables', 'foreign rule inside'): ': extra `-A %s -d 198.51.100.0/24 -j RETURN`' % CHAIN,
+    ('nftables', 'set element deleted'): ': set nonmasq-ipv4: missing `10.0.0.0/8`',
+    ('nftables', 'set element added'): ': set nonmasq-ipv4: extra `',
+    ('nftables', 'chain flushed'): ': chain postrouting: missing `',
+    ('nftables', 'foreign rule in the chain'): ': chain postrouting: extra `',
+}
 DRIFT_CASES = ([(kind, name) for kind in ('iptables-nft', 'iptables-legacy') for name in sorted(DRIFTS)]
                + [('nftables', name) for name in sorted(NFT_DRIFTS)])
 
@@ -260,6 +270,8 @@ def test_drift_is_repaired_and_logged(make_node, tmp_path, kind, drift):
     assert node.snapshot() == good
     repaired = lines(proc, '<4>')
     assert len(repaired) == len(actions) and all(r.startswith(a) for r, a in zip(repaired, actions)), repaired
+    if (node.policy, drift) in DRIFT_WORDS:
+        assert DRIFT_WORDS[(node.policy, drift)] in repaired[0], repaired
     assert not lines(proc, '<5>'), 'the config did not change'
     assert agent.restores() == 2
     assert agent.state_stat() == state
@@ -377,7 +389,10 @@ def test_invalid_config_keeps_the_last_good_rules_even_after_drift(pagent, pnode
         repaired = ['nftables: rewrite table inet ip-masq-agent (chain postrouting: 0 rule(s), 3 wanted)']
     proc = agent.run(check_rc=2)
     assert node.snapshot() == good
-    assert lines(proc, '<4>') == ['<4>repaired drift (last good configuration): ' + r for r in repaired]
+    got = lines(proc, '<4>')
+    assert len(got) == len(repaired), got
+    assert all(g.startswith('<4>repaired drift (last good configuration): ' + r) for g, r in zip(got, repaired)), got
+    assert ': missing `' in got[0], 'the repair names the rules it put back: %s' % got[0]
     assert agent.state_text() == SEED_001
 
     agent.write(SEED_000)

@@ -93,3 +93,48 @@ def nft_table(table, desired):
         if found['missing'] or found['extra']:
             out['sets'][name] = {'missing': found['missing'], 'extra': found['extra']}
     return out
+
+
+# How many rules of each kind (missing, extra) a journal line names.
+SHOWN = 5
+
+
+def describe(drift):
+    """One :func:`compare` result as words (at most SHOWN rules of each kind);
+    '' when it names nothing."""
+    parts = []
+    for kind in ('missing', 'extra'):
+        rules = drift.get(kind) or []
+        if rules:
+            more = ' (and %d more)' % (len(rules) - SHOWN) if len(rules) > SHOWN else ''
+            parts.append('%s %s%s' % (kind, ', '.join('`%s`' % r for r in rules[:SHOWN]), more))
+    if drift.get('reordered'):
+        parts.append('the same rules in another order')
+    return ', '.join(parts)
+
+
+def action_words(result, action, said):
+    """The rules a sync ``result``'s rewrite ``action`` puts back or takes
+    out, as words to follow the action in a log line ('' for any other
+    action). A family's drift spans its chain and sub-chains: it is said
+    once, with the first rewrite of that family (``said``, a set, records
+    which ones were)."""
+    for key, prefix in (('ipv4', 'IPv4: rewrite chain '), ('ipv6', 'IPv6: rewrite chain '),
+                        ('nftables', 'nftables: rewrite ')):
+        if not action.startswith(prefix):
+            continue
+        if key in said:
+            return ''
+        said.add(key)
+        found = (result.get(key) or {}).get('drift')
+        if not found:
+            return ''
+        if key != 'nftables':
+            return describe(found)
+        words = []
+        if describe(found.get('rules') or {}):
+            words.append('chain %s: %s' % (CHAIN, describe(found['rules'])))
+        for name, change in sorted((found.get('sets') or {}).items()):
+            words.append('set %s: %s' % (name, describe(change)))
+        return '; '.join(words)
+    return ''

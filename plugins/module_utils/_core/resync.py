@@ -64,6 +64,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.config import (
     read_config,
     render_config,
 )
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import drift as rule_drift
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import ConfigError, MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import atomic_write, read_regular
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.golang import (
@@ -321,8 +322,11 @@ def _cycle(opts, log, seen):
             verb, level = 'repaired drift (last good configuration)', 'warning'
         else:
             verb, level = 'repaired drift', 'warning'
+        said = set()
         for action in result['actions']:
-            log(level, '%s: %s' % (verb, action))
+            # A repair names the rules it put back or took out, after the counts.
+            words = rule_drift.action_words(result, action, said) if verb.startswith('repaired') else ''
+            log(level, '%s: %s%s' % (verb, action, ': %s' % words if words else ''))
         for family in ('ipv4', 'ipv6'):
             payload = (result.get(family) or {}).get('restore_input')
             if payload:

@@ -26,3 +26,21 @@ def test_iptables_rules_that_differ_only_in_spacing_or_quoting_are_the_same():
     # An unterminated quote is compared as text, not an error.
     unterminated = '-A X --comment "open'
     assert drift.iptables_chain([unterminated], [A]) == {'missing': [A], 'extra': [unterminated], 'reordered': False}
+
+
+def test_a_repair_log_line_names_each_family_drift_once_and_nothing_else():
+    result = {'ipv4': {'drift': drift.compare([B], [A, M] + ['r%d' % i for i in range(6)])},
+              'ipv6': {'drift': None},
+              'nftables': {'drift': {'rules': drift.compare([], ['masquerade']),
+                                     'sets': {'nonmasq-ipv4': {'missing': [], 'extra': ['198.51.100.0/24']}}}}}
+    said = set()
+    words = drift.action_words(result, 'IPv4: rewrite chain IP-MASQ-AGENT (1 rules -> 8 rules)', said)
+    assert words == 'missing `%s`, `%s`, `r0`, `r1`, `r2` (and 3 more), extra `%s`' % (A, M, B)
+    # Its sub-chain's rewrite: the family's drift is said once.
+    assert drift.action_words(result, 'IPv4: rewrite chain IP-MASQ-AGENT-POLICY (1 rules -> 2 rules)', said) == ''
+    assert drift.action_words(result, 'IPv6: rewrite chain IP-MASQ-AGENT (1 rules -> 2 rules)', said) == ''
+    assert drift.action_words(result, 'IPv4: append the POSTROUTING jump to IP-MASQ-AGENT', set()) == ''
+    assert drift.action_words(result, 'nftables: rewrite table inet ip-masq-agent (x)', said) == (
+        'chain postrouting: missing `masquerade`; set nonmasq-ipv4: extra `198.51.100.0/24`')
+    assert drift.action_words({'ipv4': {'drift': drift.compare([M, A], [A, M])}},
+                              'IPv4: rewrite chain C (2 rules -> 2 rules)', set()) == 'the same rules in another order'
