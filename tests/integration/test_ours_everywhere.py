@@ -67,6 +67,16 @@ def test_a_run_that_writes_removes_ours_from_the_other_flavour(nodes, path, back
     assert first['drift_kinds'][-4:] == ['other_backend'] * 4
     assert [(e['tools'], e['chain_exists'], e['changed']) for e in first['other_iptables']] == [
         (TOOLS[other.name], True, True), (TOOLS[other.name].replace('iptables', 'ip6tables'), True, True)]
+    # --diff shows ours in the other flavour before, and not after.
+    diff = first['diff'][0] if isinstance(first['diff'], list) else first['diff']
+    for family in (4, 6):
+        head = '# %s nat (IPv%d), the iptables flavour not on PATH\n' % (
+            TOOLS[other.name].replace('iptables', 'ip6tables' if family == 6 else 'iptables'), family)
+        assert head in diff['before'] and head in diff['after'], diff
+        assert diff['after'].split(head, 1)[1][:1] in ('', '#'), 'nothing of ours there after: %s' % diff['after']
+        shown = diff['before'].split(head, 1)[1].split('\n#', 1)[0].splitlines()
+        assert shown[0].startswith('-A POSTROUTING ') and shown[0].endswith('-j %s' % CHAIN), shown
+        assert ':%s - [0:0]' % CHAIN in shown and any(l.startswith('-A %s -d ' % CHAIN) for l in shown), shown
     # Gone from the other flavour, someone else's rule kept; the policy where the run put it.
     assert ours(rules(node.ns, other, 4)) == ours(rules(node.ns, other, 6)) == []
     assert not_ours(rules(node.ns, other, 4)) == [':PREROUTING ACCEPT', ':INPUT ACCEPT', ':OUTPUT ACCEPT',

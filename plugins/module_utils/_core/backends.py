@@ -51,6 +51,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import
     IptablesBackend,
     jump_spec,
     diff_text as ipt_diff_text,
+    sub_declarations,
     read_proc,
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables import (
@@ -480,6 +481,18 @@ def diff_text(result, which):
     """Text for diff mode: the iptables chain and jumps per family, then our
     nftables table as ``nft list table`` shows it, before or after."""
     text = ipt_diff_text(result, which)
+    for entry in result.get('other_iptables') or []:
+        # Ours in the other iptables flavour: there before, gone after when this run removes it.
+        if not (entry.get('chain_exists') or entry.get('jumps')):
+            continue
+        text += '# %s nat (IPv%d), the iptables flavour not on PATH\n' % (entry['tools'], entry['family'])
+        if which == 'before' or not entry.get('changed'):
+            lines = list(entry.get('jumps') or [])
+            if entry.get('chain_exists'):
+                lines.append(':%s - [0:0]' % result['chain'])
+            lines.extend(sub_declarations(entry.get('rules') or [], result['chain']))
+            lines.extend(entry.get('rules') or [])
+            text += ''.join(line + '\n' for line in lines)
     nft = result.get('nftables') or {}
     body = nft.get(which)
     if which == 'after' and not nft.get('managed'):

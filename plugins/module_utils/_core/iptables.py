@@ -740,7 +740,7 @@ def _verified_write(tools, fam, policy, step):
     return write
 
 
-def _sub_declarations(lines, chain):
+def sub_declarations(lines, chain):
     """``:NAME - [0:0]`` for each chain other than ``chain`` that ``lines`` (``-A`` lines) fill."""
     names = []
     for line in lines:
@@ -762,11 +762,11 @@ def diff_text(result, which):
             out.extend(fam['before']['jumps'])
             if fam['before']['chain_exists']:
                 out.append(':%s - [0:0]' % result['chain'])
-            out.extend(_sub_declarations(fam['before']['rules'], result['chain']))
+            out.extend(sub_declarations(fam['before']['rules'], result['chain']))
             out.extend(fam['before']['rules'])
         elif fam['managed']:
             out.append(fam['jump'])
             out.append(':%s - [0:0]' % result['chain'])
-            out.extend(_sub_declarations(fam['rules'], result['chain']))
+            out.extend(sub_declarations(fam['rules'], result['chain']))
             out.extend(fam['rules'])
     return '\n'.join(out) + '\n'
