@@ -182,8 +182,9 @@ def _unreachable_message(found, chain, snat, unreachable):
 def _in_both(name, chain_name, policy_in, policy_backend):
     where = ', '.join(policy_in)
     belongs = (' The settings put it in %s.' % policy_backend) if policy_backend else ''
+    both = 'iptables and nftables' if 'nftables' in policy_in else 'the iptables-legacy and the iptables-nft nat table'
     return {'severity': 'off-policy',
-            'what': 'our policy is in both iptables and nftables (%s): the node runs two policies' % where,
+            'what': 'our policy is in both %s (%s): the node runs two policies' % (both, where),
             'do': ('Keep one: run playbooks/site.yml --limit %s with ip_masq_backend set to the backend it belongs in '
                    '(iptables or nftables); the run removes ours from the other one.%s Or remove the other by hand: '
                    'nft delete table inet %s, or iptables -t nat -D POSTROUTING -j %s; iptables -t nat -F %s; '
@@ -217,7 +218,8 @@ def _host(name, found, groups=None, unreachable=None, on_unreachable='fail'):
     }
     findings = out['findings']
     chain_name = snat.get('chain') or chain.get('chain') or 'IP-MASQ-AGENT'
-    in_both = len(out['ours_backends']) > 1
+    # Two backends, or both iptables flavours' nat tables (packets pass each): two policies.
+    in_both = len(out['ours_backends']) > 1 or len(out['policy_in']) > 1
     lost = _unreachable_message(found, chain, snat, unreachable)
     if lost is not None:
         out['unreachable'] = lost

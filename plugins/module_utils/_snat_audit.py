@@ -807,7 +807,10 @@ def _result(sources, chain, families, audited, notes):
     # DaemonSet still writing its chain beside our table).
     ours_backends = sorted(set('nftables' if s['backend'] == 'nft' else 'iptables'
                                for s in sources if s['ours'] and s['reachable']))
-    only_ours = ours_present and not offenders and len(ours_backends) < 2
+    # The legacy nat table and iptables-nft's are both traversed: ours in each
+    # is two policies too (a chain left behind when the node's iptables moved).
+    ours_in = _ours_in(sources)
+    only_ours = ours_present and not offenders and len(ours_backends) < 2 and len(ours_in) < 2
     return {
         'changed': False,
         'chain': chain,
@@ -816,11 +819,18 @@ def _result(sources, chain, families, audited, notes):
         'ours_present': ours_present,
         'ours_by_family': ours_by_family,
         'ours_backends': ours_backends,
+        'ours_in': ours_in,
         'only_ours': only_ours,
         'summary': summary(sources, offenders, ours_by_family, chain, ours_backends),
         'audited': audited,
         'notes': notes,
     }
+
+
+def _ours_in(sources):
+    """Where ours is reachable: V(iptables-legacy), V(iptables-nft) and/or V(nftables)."""
+    return sorted(set('nftables' if s['backend'] == 'nft' else s['backend']
+                      for s in sources if s['ours'] and s['reachable']))
 
 
 def summary(sources, offenders, ours_by_family, chain, ours_backends=()):
@@ -831,6 +841,8 @@ def summary(sources, offenders, ours_by_family, chain, ours_backends=()):
                      % (chain, ' and '.join(m.replace('ip', 'IP') for m in missing)))
     if len(ours_backends) > 1:
         parts.append('our policy is in both iptables and nftables')
+    elif len(_ours_in(sources)) > 1:
+        parts.append('our chain is in both the iptables-legacy and the iptables-nft nat table')
     if offenders:
         counts = collections.Counter(s['owner'] for s in offenders)
         parts.append('%d other SNAT rule%s would act on pod traffic: %s'
@@ -860,6 +872,11 @@ def offender_lines(result):
         lines.append('our policy is in both iptables (chain %s) and nftables (table inet %s): run '
                      'ipmasq.agent.masq_chain with the backend it belongs in (backend=iptables or nftables); '
                      'it removes ours from the other one.' % (result['chain'], result['chain'].lower()))
+    elif len(_ours_in(result['sources'])) > 1:
+        lines.append('our chain %s is in both the iptables-legacy and the iptables-nft nat table, and packets pass '
+                     'both: run ipmasq.agent.masq_chain, which removes ours from the iptables flavour not on PATH '
+                     '(or remove it yourself: iptables-legacy -t nat -D POSTROUTING -j %s; iptables-legacy -t nat '
+                     '-F %s; iptables-legacy -t nat -X %s).' % ((result['chain'],) * 4))
     for s in result['offenders']:
         lines.append('[%s %s %s: %s] %s: %s -- %s'
                      % (s['family'].replace('ip', 'IP'), s['backend'], s['table'], ' > '.join(s['path']),

@@ -44,7 +44,7 @@ description:
   - I(Ours) is every rule in the chain O(chain) and in the nft table of that name in lower case (the
     P(ipmasq.agent.masq_chain#module) nftables backend's C(inet ip-masq-agent)). RV(only_ours) is true
     when ours is reachable in every audited family, no reachable rule is an offender, and ours is in one
-    backend only (RV(ours_backends)).
+    backend only (RV(ours_backends)) and one nat table only (RV(ours_in)).
   - Runs nothing but C(iptables --version), C(iptables-save -t nat) (and its ip6tables,
     C(-nft) and C(-legacy) variants) and C(nft -j list ruleset); any other command is refused. A legacy
     nat table the kernel has not instantiated (absent from C(/proc/net/ip_tables_names)) is not read,
@@ -157,6 +157,15 @@ ours_backends:
   type: list
   elements: str
   sample: ["nftables"]
+  version_added: 1.1.0
+ours_in:
+  description: Where ours is reachable, V(iptables-legacy), V(iptables-nft) and/or V(nftables). The legacy nat table
+    and iptables-nft's are both traversed, so ours in both of them is two policies too, and makes RV(only_ours)
+    false.
+  returned: always
+  type: list
+  elements: str
+  sample: ["iptables-nft"]
   version_added: 1.1.0
 summary:
   description: One human sentence about the result.

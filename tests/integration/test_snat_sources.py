@@ -258,6 +258,18 @@ def test_both_backends_at_once(nft_node):
                               'nft ruleset (no other nat tables)']
 
 
+def test_ours_in_both_iptables_flavours_is_not_only_ours(nft_node):
+    """Our chain in iptables-nft's nat table (the run) and in the legacy one
+    (left behind when the node's iptables moved): packets pass both."""
+    nft_node.module()
+    rc, res = audit_unchanged(nft_node)
+    assert res['ours_in'] == ['iptables-nft'] and res['only_ours'] is True
+    nft_node.ns.exec([LEGACY_RESTORE[4], '--noflush'], input=nft_node.save(4))
+    rc, res = audit_unchanged(nft_node)
+    assert res['ours_backends'] == ['iptables'] and res['ours_in'] == ['iptables-legacy', 'iptables-nft']
+    assert res['only_ours'] is False and 'in both the iptables-legacy and the iptables-nft nat table' in res['summary']
+
+
 def test_iptables_nft_table_with_native_nft_chains_is_read_from_nft(nft_node):
     restore(nft_node, ['docker'])
     nft_load(nft_node, ['user_nat'])

@@ -198,3 +198,17 @@ def test_a_drift_finding_names_the_rules_missing_and_extra():
     assert 'nftables chain postrouting: extra `ip daddr 203.0.113.0/24 masquerade`' in what_b
     assert 'nftables set nonmasq4: missing `10.0.0.0/16`, ' in what_b and '(and 2 more)' in what_b
     assert report['hosts']['b']['chain_drift']['nftables']['sets']['nonmasq4']['missing'][-1] == '10.6.0.0/16'
+
+
+def test_ours_in_both_iptables_flavours_is_off_policy_too():
+    legacy = dict(OURS, backend='iptables-legacy')
+    snat = {'only_ours': False, 'ours_backends': ['iptables'], 'ours_in': ['iptables-legacy', 'iptables-nft'],
+            'sources': [OURS, legacy], 'offenders': [], 'chain': 'IP-MASQ-AGENT'}
+    report = snat_report({'a': host(snat=snat)}, ['cluster_a'])
+    found = report['hosts']['a']
+    (finding,) = found['findings']
+    assert report['off_policy_hosts'] == ['a'] and found['policy_in'] == ['iptables-legacy', 'iptables-nft']
+    assert finding['what'] == ('our policy is in both the iptables-legacy and the iptables-nft nat table '
+                               '(iptables-legacy, iptables-nft): the node runs two policies')
+    assert 'iptables-legacy for a legacy table' in finding['do']
+    assert report['totals']['in_both_backends'] == 1

@@ -705,3 +705,19 @@ def test_collect_nft_only_node():
     assert node.calls == ['/usr/sbin/nft -j list ruleset']
     assert any('iptables-save not found' in n for n in res['notes'])
     assert {s['owner'] for s in res['sources']} == {'netavark'}
+
+
+def test_ours_in_both_iptables_flavours_is_two_policies():
+    """The legacy nat table and iptables-nft's are both traversed: our chain
+    in each (left behind when the node's iptables moved) is not only ours."""
+    legacy = ours_save().replace(HEADER_NFT, '')
+    res = a.analyse([(4, 'nf_tables', HEADER_NFT + ours_save()), (4, 'legacy', legacy)], None)
+    assert res['ours_present'] and res['offenders'] == []
+    assert res['ours_backends'] == ['iptables'] and res['ours_in'] == ['iptables-legacy', 'iptables-nft']
+    assert res['only_ours'] is False
+    assert 'our chain is in both the iptables-legacy and the iptables-nft nat table' in res['summary']
+    (line,) = a.offender_lines(res)
+    assert 'iptables-legacy -t nat -X IP-MASQ-AGENT' in line and 'run ipmasq.agent.masq_chain' in line
+    # One flavour alone is only ours.
+    res = a.analyse([(4, 'legacy', legacy)], None)
+    assert res['ours_in'] == ['iptables-legacy'] and res['only_ours'] is True
