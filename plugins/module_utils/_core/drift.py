@@ -20,7 +20,7 @@ __metaclass__ = type
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import split_rule
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import render_rule
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables import CHAIN, element_texts
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables import CHAIN, canonical_expr, element_texts
 
 
 def _same(text):
@@ -85,7 +85,14 @@ def nft_table(table, desired):
     None when the table cannot be read as JSON."""
     if table is None or table.unreadable is not None:
         return None
-    out = {'rules': compare([render_rule(r) for r in table.rules.get(CHAIN, [])], desired.rule_texts()),
+    live_rules = table.rules.get(CHAIN, [])
+    live = [render_rule(r) for r in live_rules]
+    # A rule whose anonymous set nft lists in its own order is the same rule (nftables.same_rules).
+    canon = {}
+    for text, expr, comment in ([(t, r.get('expr', []), r.get('comment')) for t, r in zip(live, live_rules)]
+                                + [(t, e, c) for t, (e, c) in zip(desired.rule_texts(), desired.rules)]):
+        canon[text] = render_rule({'expr': canonical_expr(expr), 'comment': comment})
+    out = {'rules': compare(live, desired.rule_texts(), canon.get),
            'sets': {}}
     for name in sorted(desired.set_cidrs):
         live = (table.sets.get(name) or {}).get('elem') or []
