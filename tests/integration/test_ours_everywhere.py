@@ -76,7 +76,7 @@ def test_a_run_that_writes_removes_ours_from_the_other_flavour(nodes, path, back
         assert diff['after'].split(head, 1)[1][:1] in ('', '#'), 'nothing of ours there after: %s' % diff['after']
         shown = diff['before'].split(head, 1)[1].split('\n#', 1)[0].splitlines()
         assert shown[0].startswith('-A POSTROUTING ') and shown[0].endswith('-j %s' % CHAIN), shown
-        assert ':%s - [0:0]' % CHAIN in shown and any(l.startswith('-A %s -d ' % CHAIN) for l in shown), shown
+        assert ':%s - [0:0]' % CHAIN in shown and any(line.startswith('-A %s -d ' % CHAIN) for line in shown), shown
     # Gone from the other flavour, someone else's rule kept; the policy where the run put it.
     assert ours(rules(node.ns, other, 4)) == ours(rules(node.ns, other, 6)) == []
     assert not_ours(rules(node.ns, other, 4)) == [':PREROUTING ACCEPT', ':INPUT ACCEPT', ':OUTPUT ACCEPT',
