@@ -31,6 +31,7 @@ import ipaddress
 import re
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.xtables_kernel import chains as kernel_chains
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import PROC_TABLES, Tools, read_proc
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import parse_save
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import (
@@ -877,6 +878,7 @@ def offender_lines(result):
                      'both: run ipmasq.agent.masq_chain, which removes ours from the iptables flavour not on PATH '
                      '(or remove it yourself: iptables-legacy -t nat -D POSTROUTING -j %s; iptables-legacy -t nat '
                      '-F %s; iptables-legacy -t nat -X %s).' % ((result['chain'],) * 4))
+    lines.extend(n for n in result.get('notes') or [] if ' is in the legacy nat table, which packets pass too' in n)
     for s in result['offenders']:
         lines.append('[%s %s %s: %s] %s: %s -- %s'
                      % (s['family'].replace('ip', 'IP'), s['backend'], s['table'], ' > '.join(s['path']),
@@ -909,9 +911,12 @@ def read_only(run):
     return guarded
 
 
-def audit(run, find, chain=DEFAULT_CHAIN, ipv6=False, include_nft='auto', allow=None, proc_read=None):
+def audit(run, find, chain=DEFAULT_CHAIN, ipv6=False, include_nft='auto', allow=None, proc_read=None,
+          legacy_chains=None):
     """Read the node and judge every SNAT source.  Never changes anything:
-    every command goes through :func:`read_only`."""
+    every command goes through :func:`read_only`.  ``legacy_chains(family)``:
+    the chains of a legacy nat table no tool read (default: asked of the
+    kernel, ``xtables_kernel.chains``)."""
     chain = validate_chain_name(chain)
     run = read_only(run)
     if include_nft not in ('auto', 'always', 'never'):
@@ -924,4 +929,30 @@ def audit(run, find, chain=DEFAULT_CHAIN, ipv6=False, include_nft='auto', allow=
                         'Install iptables (or nftables).')
     result = analyse(snapshots, nft_tables, chain=chain, ipv6=ipv6, allow=allow, notes=notes)
     result['commands'] = commands
+    _unread_legacy(result, snapshots, chain, (4, 6) if ipv6 else (4,), proc_read or read_proc,
+                   legacy_chains or kernel_chains)
     return result
+
+
+def _unread_legacy(result, snapshots, chain, families, proc_read, chains):
+    """Ours in a legacy nat table this audit could not read (no
+    iptables-legacy-save): the kernel lists the table's chains
+    (``xtables_kernel``, a read); packets pass that table too, so ours there
+    is not only ours."""
+    for family in families:
+        if any(f == family and backend == 'legacy' for f, backend, _text in snapshots):
+            continue
+        if 'nat' not in proc_read(PROC_TABLES[family]):
+            continue        # not loaded: it holds nothing
+        names = chains(family)
+        if not names or chain not in names:
+            continue
+        tool = 'iptables-legacy' if family == 4 else 'ip6tables-legacy'
+        result['only_ours'] = False
+        line = ('%s: our chain %s is in the legacy nat table, which packets pass too, and %s-save is not installed, '
+                'so its rules were not audited: run ipmasq.agent.masq_chain, which fails naming the commands that '
+                'remove it, or install the iptables-legacy tools and audit again.'
+                % (FAMILY_NAMES[family].replace('ip', 'IP'), chain, tool))
+        result['notes'].append(line)
+        result['summary'] = '%s; our chain is also in the IPv%d legacy nat table, which was not audited.' % (
+            result['summary'].rstrip('.'), family)

@@ -50,6 +50,9 @@ description:
     nat table the kernel has not instantiated (absent from C(/proc/net/ip_tables_names)) is not read,
     since reading it would create it. The nft tables that iptables-nft itself keeps (C(ip nat),
     C(ip6 nat)) are not reported twice.
+  - A legacy nat table the kernel holds that no C(-legacy-save) tool can read (the iptables-legacy tools are not
+    installed) is asked of the kernel for its chain names (a read-only C(getsockopt)); our chain there makes
+    RV(only_ours) false, with a note saying what to do.
   - Needs only Python's standard library on the node.
 author:
   - ipmasq.agent maintainers (@ipmasq)

@@ -270,6 +270,20 @@ def test_ours_in_both_iptables_flavours_is_not_only_ours(nft_node):
     assert res['only_ours'] is False and 'in both the iptables-legacy and the iptables-nft nat table' in res['summary']
 
 
+def test_ours_in_a_legacy_nat_table_without_the_legacy_tools_is_named(nft_node):
+    """iptables-legacy-save is not installed: the kernel says which chains
+    its legacy nat table holds, and ours there is not only ours."""
+    nft_node.module()
+    nft_node.ns.exec([LEGACY_RESTORE[4], '--noflush'], input=nft_node.save(4))
+    before = snapshot(nft_node)
+    rc, tasks = netlab.playbook(nft_node.ns, PLAYBOOK, extra_vars={'audit_args': {}}, backend=nft_node.backend,
+                                hide=['/usr/sbin/xtables-legacy-multi'])
+    ((_name, res),) = [(n, r) for n, r in tasks if not r.get('skipped')]
+    assert snapshot(nft_node) == before and not any('legacy' in c for c in res['commands']), res['commands']
+    assert res['ours_in'] == ['iptables-nft'] and res['only_ours'] is False, res
+    assert any(n.startswith('IPv4: our chain IP-MASQ-AGENT is in the legacy nat table') for n in res['notes']), res['notes']
+
+
 def test_iptables_nft_table_with_native_nft_chains_is_read_from_nft(nft_node):
     restore(nft_node, ['docker'])
     nft_load(nft_node, ['user_nat'])

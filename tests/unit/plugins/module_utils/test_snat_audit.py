@@ -721,3 +721,28 @@ def test_ours_in_both_iptables_flavours_is_two_policies():
     # One flavour alone is only ours.
     res = a.analyse([(4, 'legacy', legacy)], None)
     assert res['ours_in'] == ['iptables-legacy'] and res['only_ours'] is True
+
+
+@pytest.mark.parametrize('held,only', [(['DOCKER', CHAIN], False), (['DOCKER'], True), (None, True)])
+def test_ours_in_a_legacy_nat_table_no_tool_can_read_is_not_only_ours(held, only):
+    """No iptables-legacy-save, but the kernel has a legacy nat table: the
+    kernel says which chains it holds (xtables_kernel), and ours there is
+    named, with what to do."""
+    node = FakeNode(['iptables', 'iptables-save', 'iptables-restore'],
+                    {'iptables --version': 'iptables v1.8.9 (nf_tables)\n', 'iptables-save': HEADER_NFT + ours_save()},
+                    proc=['nat'])
+    asked = []
+    res = a.audit(node.run, node.find, include_nft='never', proc_read=node.proc_read,
+                  legacy_chains=lambda family: asked.append(family) or held)
+    assert asked == [4] and node.calls == ['/usr/sbin/iptables --version', '/usr/sbin/iptables-save -t nat']
+    assert res['ours_present'] and res['only_ours'] is only
+    named = [n for n in res['notes'] if 'is in the legacy nat table' in n]
+    if only:
+        assert named == [] and a.offender_lines(res) == []
+    else:
+        assert named == ['IPv4: our chain IP-MASQ-AGENT is in the legacy nat table, which packets pass too, and '
+                         'iptables-legacy-save is not installed, so its rules were not audited: run '
+                         'ipmasq.agent.masq_chain, which fails naming the commands that remove it, or install the '
+                         'iptables-legacy tools and audit again.']
+        assert a.offender_lines(res) == named
+        assert res['summary'].endswith('; our chain is also in the IPv4 legacy nat table, which was not audited.')
