@@ -687,8 +687,8 @@ def _outcome(text):
 
 
 @settings(max_examples=1500, deadline=None)
-@given(st.lists(_ITEM, min_size=1, max_size=4), st.sampled_from(['', '  ']), st.sampled_from(['', '  x: 1\n',
-                                                                                                 '   - 1\n', '\t- 1\n']))
+@given(st.lists(_ITEM, min_size=1, max_size=4), st.sampled_from(['', '  ']),
+       st.sampled_from(['', '  x: 1\n', '   - 1\n', '\t- 1\n']))
 def test_the_fast_path_for_list_lines_reads_and_refuses_as_the_general_path(items, indent, after):
     """Plain "- 10.0.0.0/8" lines take a fast path; with it off (no character qualifies), every
     document reads to the same value or is refused with the same message."""
