@@ -29,7 +29,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 . scripts/apt.sh
 
-all_scenarios=(default resync nftables docker flannel traffic ipv6 removal example)
+all_scenarios=(default resync nftables docker flannel traffic ipv6 removal example upgrade)
 work="$here/build/molecule"
 venv="$here/build/molecule-venv"
 label=io.ipmasq.molecule
