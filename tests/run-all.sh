@@ -10,13 +10,17 @@
 #      ansible-doc, the module and the role on each, sanity on the newest,
 #   6. the Molecule scenarios (podman containers, inside a network namespace
 #      of their own),
-#   7. pytest: unit tests, ansible-doc of every plugin, filters and role
+#   7. the execution environment (tests/ee.sh): built with ansible-builder
+#      (cached while its recipe is unchanged), the site play run in it through
+#      ansible-runner and podman against the SSH fleet,
+#   8. pytest: unit tests, ansible-doc of every plugin, filters and role
 #      validation through ansible-playbook, the release tarball and installing
 #      it, the changelog and the docs, and the integration tests against real
 #      iptables (nf_tables and legacy) and real packets in network namespaces.
 # Every step runs even when an earlier one failed; the exit status is
-# non-zero if any failed. SKIP_MOLECULE=1 leaves step 6 out and
-# SKIP_VERSIONS=1 step 5 (for a quick local run; CI runs everything).
+# non-zero if any failed. SKIP_MOLECULE=1 leaves step 6 out, SKIP_EE=1
+# step 7 and SKIP_VERSIONS=1 step 5 (for a quick local run; CI runs
+# everything).
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here" || exit 1
@@ -46,6 +50,9 @@ if [ "${SKIP_VERSIONS:-0}" != 1 ]; then
 fi
 if [ "${SKIP_MOLECULE:-0}" != 1 ]; then
   step "molecule" bash tests/molecule.sh
+fi
+if [ "${SKIP_EE:-0}" != 1 ]; then
+  step "execution environment" bash tests/ee.sh
 fi
 step "pytest" pytest -n 2 -p no:cacheprovider tests "$@"
 
