@@ -5,6 +5,7 @@ never in this tree) would succeed and hold every fragment.
 The release itself is cut by a maintainer when every branch is merged
 (docs/docsite/rst/releasing.rst): `antsibull-changelog release`."""
 import os
+import re
 import shutil
 import subprocess
 
@@ -43,13 +44,14 @@ def changelog(dest, top, *args):
     return proc
 
 
-def released(scratch):
-    """A copy of the scratch tree with `antsibull-changelog release` done (memoised)."""
+def released(scratch, version=None):
+    """A copy of the scratch tree with `antsibull-changelog release` done (memoised),
+    as ``version`` when given, else as galaxy.yml says."""
     top, dest = scratch
     done = top / 'released' / 'ansible_collections' / 'ipmasq' / 'agent'
     if not done.exists():
         shutil.copytree(dest, done)
-        proc = changelog(done, top / 'released', 'release')
+        proc = changelog(done, top / 'released', 'release', *(['--version', version] if version else []))
         assert proc.returncode == 0, proc.stdout + proc.stderr
     return done
 
@@ -75,32 +77,64 @@ def fragments():
     return sorted(f for f in os.listdir(os.path.join(ROOT, 'changelogs', 'fragments')) if f.endswith('.yml'))
 
 
-def test_a_released_version_takes_no_new_fragments():
-    """After a release, the next change's fragment needs the next version in
-    galaxy.yml (and that version's release summary fragment): a release of a
-    version already released would fail."""
+def next_version(version, names):
+    """The version a release of these fragments would be: minor for new features, else patch."""
+    major, minor, patch = (int(p) for p in version.split('.'))
+    sections = set()
+    for name in names:
+        sections |= set(load(ROOT, 'changelogs', 'fragments', name))
+    if sections & {'major_changes', 'minor_changes', 'breaking_changes', 'removed_features', 'deprecated_features'}:
+        return '%d.%d.0' % (major, minor + 1)
+    return '%d.%d.%d' % (major, minor, patch + 1)
+
+
+def test_galaxy_version_has_its_section_in_the_changelog():
+    """galaxy.yml names the release the tree is: the version is raised when a
+    release is cut (docs/docsite/rst/releasing.rst), so the changelog always
+    has its section, and the tarball's release notes match its version."""
     version = load(ROOT, 'galaxy.yml')['version']
     releases = load(ROOT, 'changelogs', 'changelog.yaml').get('releases') or {}
-    if version in releases:
-        assert fragments() == [], (
-            'galaxy.yml says %s, which is released: raise version in galaxy.yml for %s' % (version, fragments()))
-        assert releases[version]['changes'].get('release_summary')
+    assert version in releases, 'galaxy.yml says %s, which changelogs/changelog.yaml has not released' % version
+    with open(os.path.join(ROOT, 'CHANGELOG.rst')) as handle:
+        assert '\nv%s\n' % version in handle.read(), 'CHANGELOG.rst has no section v%s' % version
+
+
+def test_the_changelog_names_only_files_that_exist():
+    """Every path of the repository that CHANGELOG.rst names (``docs/...``,
+    ``playbooks/...``) exists: at the top, or in a role (``meta/main.yml``)."""
+    tops = {name for name in os.listdir(ROOT) if os.path.isdir(os.path.join(ROOT, name)) and not name.startswith('.')}
+    tops -= {'build', 'collections'}
+    with open(os.path.join(ROOT, 'CHANGELOG.rst')) as handle:
+        text = handle.read()
+    roles = [os.path.join(ROOT, 'roles', r) for r in os.listdir(os.path.join(ROOT, 'roles'))]
+    missing = []
+    for path in sorted(set(re.findall(r'``([A-Za-z0-9_.-]+/[^`\s]*)``', text))):
+        if path.split('/')[0] not in tops:
+            continue
+        rel = path.rstrip('/')
+        if not any(os.path.exists(os.path.join(base, rel)) for base in [ROOT] + roles):
+            missing.append(path)
+    assert not missing, 'CHANGELOG.rst names files that do not exist: %s' % ', '.join(missing)
 
 
 def test_a_release_now_would_hold_every_fragment(scratch):
+    """A release made now (in a scratch copy) holds every fragment, under the
+    version galaxy.yml will say then: the next one after a release."""
     version = load(ROOT, 'galaxy.yml')['version']
+    names = fragments()
     if version in (load(ROOT, 'changelogs', 'changelog.yaml').get('releases') or {}):
-        pytest.skip('%s is released; test_a_released_version_takes_no_new_fragments checks it' % version)
-    done = released(scratch)
+        if not names:
+            pytest.skip('%s is released and no fragment waits for the next release' % version)
+        version = next_version(version, names)
+    done = released(scratch, version)
     data = load(str(done), 'changelogs', 'changelog.yaml')
     assert version in data['releases']
     release = data['releases'][version]
-    names = fragments()
     assert sorted(release.get('fragments', [])) == names
     assert [f for f in os.listdir(done / 'changelogs' / 'fragments') if f.endswith('.yml')] == []
     with open(done / 'CHANGELOG.rst') as handle:
         text = handle.read()
-    assert '\nv%s\n' % version in text and 'Release Summary' in text
+    assert '\nv%s\n' % version in text
     for name in names:
         for section, entries in load(ROOT, 'changelogs', 'fragments', name).items():
             if section in ('trivial',):
