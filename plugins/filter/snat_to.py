@@ -74,7 +74,7 @@ _value:
 """
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import (
-    NEVER_A_SOURCE, RANGE_NEEDS_TWO_ENDS, RANGE_ONE_DASH, never_a_source,
+    NEVER_A_SOURCE, RANGE_NEEDS_TWO_ENDS, RANGE_ONE_DASH, first_never_a_source, never_a_source,
 )
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._cidr import (
     CidrError, address_text, as_list, check_bool, check_label, fqcn, parse_address, parse_entry, plural,
@@ -129,6 +129,9 @@ def _parse_entry(item: object) -> tuple[tuple[int, int, int] | None, str | None]
         return None, (f'the range runs backwards: {address_text(version, first)} comes after '
                       f'{address_text(version, last)} (write {address_text(version, last)}-'
                       f'{address_text(version, first)})')
+    inside = first_never_a_source(version, first, last)   # the node's rule for what a range spans
+    if inside is not None:
+        return None, NEVER_A_SOURCE % (show(address_text(version, inside)), never_a_source(version, inside))
     return (version, first, last), None
 
 

@@ -29,6 +29,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.intervals impor
     cidr_interval,
     covered,
     merge,
+    number_address,
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.ranges import LINK_LOCAL
 
@@ -250,6 +251,23 @@ def never_a_source(family, number):
     return None
 
 
+# The blocks never_a_source() names, as (first, last) address numbers per family.
+_NEVER_BLOCKS = {
+    4: ((0, 0), (127 << 24, (128 << 24) - 1), (0xE << 28, (0xF << 28) - 1), (0xFFFFFFFF, 0xFFFFFFFF)),
+    6: ((0, 1), (0xFF << 120, (1 << 128) - 1)),
+}
+
+
+def first_never_a_source(family, first, last):
+    """The lowest address number of the range ``first``..``last`` that can
+    never be a source (:func:`never_a_source`), or None: a range whose ends
+    are fine may still span loopback or multicast."""
+    for low, high in _NEVER_BLOCKS[family]:
+        if first <= high and last >= low:
+            return max(first, low)
+    return None
+
+
 def parse_snat_to(snat_to, ipv6):
     """``snat_to``: addresses (``203.0.113.7``) or ranges
     (``203.0.113.7-203.0.113.9``), at most one per family.  Returns family ->
@@ -275,6 +293,10 @@ def parse_snat_to(snat_to, ipv6):
         if address_number(first, family) > address_number(last, family):
             raise MasqError('snat_to: %r is a range whose first address comes after its last. Nothing was changed.'
                             % (item,))
+        inside = first_never_a_source(family, address_number(first, family), address_number(last, family))
+        if inside is not None:
+            raise MasqError('snat_to: %r: %s. Nothing was changed.'
+                            % (item, NEVER_A_SOURCE % (repr(number_address(inside, family)), never_a_source(family, inside))))
         if family == 6 and not ipv6:
             raise MasqError('snat_to: %r is IPv6 but ipv6 is not enabled: set ipv6 (role: ip_masq_enable_ipv6) to '
                             'true, or remove it from snat_to. Nothing was changed.' % (item,))

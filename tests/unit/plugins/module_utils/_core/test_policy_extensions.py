@@ -501,6 +501,11 @@ NEVER = [
     ('ff02::1', "'ff02::1' is a multicast address, which can never be a source address"),
     ('203.0.113.7-224.0.0.1', "snat_to: '203.0.113.7-224.0.0.1': '224.0.0.1' is a multicast address"),
     ('127.0.0.1-127.0.0.9', "snat_to: '127.0.0.1-127.0.0.9': '127.0.0.1' is a loopback address"),
+    # Ranges whose ends are fine but which span addresses that are not (issue 18 item 6, review)
+    ('126.255.255.250-128.0.0.5', "snat_to: '126.255.255.250-128.0.0.5': '127.0.0.0' is a loopback address"),
+    ('203.0.113.7-240.0.0.1', "snat_to: '203.0.113.7-240.0.0.1': '224.0.0.0' is a multicast address"),
+    ('10.0.0.1-200.0.0.1', "snat_to: '10.0.0.1-200.0.0.1': '127.0.0.0' is a loopback address"),
+    # (in IPv6 no such range exists: ::, ::1 and ff00::/8 lie at the two ends)
     ('10.99.0.1-', "snat_to: '10.99.0.1-': a range needs an address on both sides of the dash (first-last)."),
     ('-10.99.0.1', "snat_to: '-10.99.0.1': a range needs an address on both sides of the dash (first-last)."),
     ('10.99.0.1-10.99.0.2-10.99.0.3', 'not an address or a range: a range is two addresses joined by one dash'),
@@ -538,9 +543,12 @@ def test_the_controller_filter_refuses_the_same_addresses_in_the_same_words(addr
 
 def test_addresses_next_to_the_unusable_ones_are_accepted():
     for address in ('1.0.0.0', '126.255.255.255', '128.0.0.0', '223.255.255.255', '240.0.0.1',
-                    '255.255.255.254', '::2', 'fe80::1', 'feff::1', '::ffff:203.0.113.7'):
+                    '255.255.255.254', '::2', 'fe80::1', 'feff::1', '::ffff:203.0.113.7',
+                    '126.0.0.1-126.255.255.255', '128.0.0.0-223.255.255.255', '240.0.0.1-255.255.255.254',
+                    '::2-feff:ffff:ffff:ffff:ffff:ffff:ffff:ffff'):
         pol = Policy(ipv6=True, snat_to=[address], snat_to_require_local=False)
-        assert list(pol.snat_to.values()) == [(address, address)], address
+        first, _dash, last = address.partition('-')
+        assert list(pol.snat_to.values()) == [(first, last or first)], address
 
 
 def test_check_snat_local_skipped_without_snat_to_or_when_not_required():
