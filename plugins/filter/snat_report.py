@@ -100,13 +100,14 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
+# The words of a drift are the resync journal's: one rule, in the core.
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.drift import describe
+
 NAME = 'ipmasq.agent.snat_report'
 SOURCE_KEYS = ('owner', 'family', 'backend', 'table', 'chain', 'rule', 'reachable', 'allowed', 'allowed_by', 'ours')
 COUNTS = ('hosts', 'off_policy', 'chain_missing', 'chain_drifted', 'foreign_snat', 'offenders',
           'resync_not_active', 'unreadable', 'unreachable', 'in_both_backends')
 ON_UNREACHABLE = ('fail', 'ignore')
-# How many rules of each kind (missing, extra) a finding names; the JSON's chain_drift has them all.
-DRIFT_SHOWN = 5
 
 
 def _chain_state(chain):
@@ -132,29 +133,16 @@ def _chain_drift(chain):
     return out
 
 
-def _describe(drift):
-    """One drift as words, at most DRIFT_SHOWN rules of each kind."""
-    parts = []
-    for kind in ('missing', 'extra'):
-        rules = drift.get(kind) or []
-        if rules:
-            more = ' (and %d more)' % (len(rules) - DRIFT_SHOWN) if len(rules) > DRIFT_SHOWN else ''
-            parts.append('%s %s%s' % (kind, ', '.join('`%s`' % r for r in rules[:DRIFT_SHOWN]), more))
-    if drift.get('reordered'):
-        parts.append('the same rules in another order')
-    return ', '.join(parts)
-
-
 def _drift_words(chain_drift):
     words = []
     for key in ('ipv4', 'ipv6'):
-        if key in chain_drift and _describe(chain_drift[key]):
-            words.append('%s chain: %s' % (key.replace('ip', 'IP'), _describe(chain_drift[key])))
+        if key in chain_drift and describe(chain_drift[key]):
+            words.append('%s chain: %s' % (key.replace('ip', 'IP'), describe(chain_drift[key])))
     nft = chain_drift.get('nftables') or {}
-    if _describe(nft.get('rules') or {}):
-        words.append('nftables chain postrouting: %s' % _describe(nft['rules']))
+    if describe(nft.get('rules') or {}):
+        words.append('nftables chain postrouting: %s' % describe(nft['rules']))
     for name, drift in sorted((nft.get('sets') or {}).items()):
-        words.append('nftables set %s: %s' % (name, _describe(drift)))
+        words.append('nftables set %s: %s' % (name, describe(drift)))
     return words
 
 
