@@ -77,22 +77,9 @@ for tool in ansible-builder ansible-runner ansible-galaxy; do
   command -v "$tool" >/dev/null || { echo "ee.sh: $tool is missing: run scripts/bootstrap.sh" >&2; exit 1; }
 done
 mkdir -p "$work"
-# (tests/molecule.sh says why: no CAP_SYS_RESOURCE here, crun refuses this
-# host's cgroup layout.)
-nofile=$(ulimit -Hn)
-nproc=$(cat /proc/sys/kernel/pid_max)
-cat > "$work/containers.conf" <<EOF
-# Written by tests/ee.sh
-[containers]
-default_ulimits = ["nofile=$nofile:$nofile", "nproc=$nproc:$nproc"]
-
-[engine]
-runtime = "runc"
-
-[network]
-network_backend = "netavark"
-EOF
-export CONTAINERS_CONF="$work/containers.conf"
+# runc and the ulimits this shell can grant (scripts/podman-conf.sh says why)
+. scripts/podman-conf.sh
+podman_conf "$work" tests/ee.sh
 
 # --- 2. the wheels (only when an image is to be built) ----------------------
 wheels="$work/wheels"

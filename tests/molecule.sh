@@ -28,6 +28,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 . scripts/apt.sh
+. scripts/podman-conf.sh
 
 all_scenarios=(default resync nftables docker flannel traffic ipv6 removal example upgrade)
 work="$here/build/molecule"
@@ -89,26 +90,8 @@ if [ ! -x "$venv/bin/molecule" ] || [ "$(cat "$venv/.requirements.sha" 2>/dev/nu
   echo "$want" > "$venv/.requirements.sha"
 fi
 
-# --- 3. podman's configuration ---------------------------------------------
-# The root shell here lacks CAP_SYS_RESOURCE: podman's default ulimits would
-# make every container fail (setrlimit: Operation not permitted), so ask for
-# exactly what this shell has. crun refuses this host's hybrid cgroup layout;
-# runc works.
-mkdir -p "$work"
-nofile=$(ulimit -Hn)
-nproc=$(cat /proc/sys/kernel/pid_max)
-cat > "$work/containers.conf" <<EOF
-# Written by tests/molecule.sh
-[containers]
-default_ulimits = ["nofile=$nofile:$nofile", "nproc=$nproc:$nproc"]
-
-[engine]
-runtime = "runc"
-
-[network]
-network_backend = "netavark"
-EOF
-export CONTAINERS_CONF="$work/containers.conf"
+# --- 3. podman's configuration (scripts/podman-conf.sh says why) -----------
+podman_conf "$work" tests/molecule.sh
 
 # --- 4. node images --------------------------------------------------------
 base_pkgs=python3,python3-apt,iptables,iproute2,systemd,systemd-sysv,dbus,procps,conntrack,tcpdump,iputils-ping,netcat-openbsd,ca-certificates,busybox-static
