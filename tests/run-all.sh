@@ -17,7 +17,8 @@
 #      validation through ansible-playbook, the release tarball and installing
 #      it, the changelog and the docs, and the integration tests against real
 #      iptables (nf_tables and legacy) and real packets in network namespaces.
-# Every step runs even when an earlier one failed; the exit status is
+# Steps 1-5 and 7 run in one lane, step 6 in another beside it (two cores);
+# pytest after both. Every step runs even when an earlier one failed; the exit status is
 # non-zero if any failed. SKIP_MOLECULE=1 leaves step 6 out, SKIP_EE=1
 # step 7 and SKIP_VERSIONS=1 step 5 (for a quick local run; CI runs
 # everything).
@@ -41,19 +42,48 @@ step() {
   fi
 }
 
-step "ansible-test sanity" bash tests/sanity.sh
-step "ansible-lint" ansible-lint --offline --profile production --strict
-step "changelog lint" antsibull-changelog lint
-step "docsite" bash tests/docs/build-docsite.sh
-if [ "${SKIP_VERSIONS:-0}" != 1 ]; then
-  step "ansible-core versions" bash tests/versions.sh
-fi
-if [ "${SKIP_MOLECULE:-0}" != 1 ]; then
-  step "molecule" bash tests/molecule.sh
-fi
-if [ "${SKIP_EE:-0}" != 1 ]; then
-  step "execution environment" bash tests/ee.sh
-fi
+# Two lanes side by side, one a core (the machine has two): the Molecule
+# scenarios, whose containers mostly wait on systemd and podman, beside the
+# checks, the ansible-core versions and the execution environment. Each lane
+# writes its output to a log of its own, printed whole when both are done, and
+# the names of its failed steps to a file; pytest (two workers) runs after.
+lanes="$here/build/run-all"
+rm -rf "$lanes"
+mkdir -p "$lanes"
+checks_lane() {
+  step "ansible-test sanity" bash tests/sanity.sh
+  step "ansible-lint" ansible-lint --offline --profile production --strict
+  step "changelog lint" antsibull-changelog lint
+  step "docsite" bash tests/docs/build-docsite.sh
+  if [ "${SKIP_VERSIONS:-0}" != 1 ]; then
+    step "ansible-core versions" bash tests/versions.sh
+  fi
+  if [ "${SKIP_EE:-0}" != 1 ]; then
+    step "execution environment" bash tests/ee.sh
+  fi
+  printf '%s\n' "${failed[@]}" > "$lanes/checks.failed"
+}
+molecule_lane() {
+  if [ "${SKIP_MOLECULE:-0}" != 1 ]; then
+    step "molecule" bash tests/molecule.sh
+  fi
+  printf '%s\n' "${failed[@]}" > "$lanes/molecule.failed"
+}
+lanes_start=$SECONDS
+echo "== two lanes: checks, versions and execution environment | molecule (logs in build/run-all/)"
+checks_lane > "$lanes/checks.log" 2>&1 < /dev/null &
+checks_pid=$!
+molecule_lane > "$lanes/molecule.log" 2>&1 < /dev/null &
+molecule_pid=$!
+wait "$checks_pid" "$molecule_pid"
+for lane in checks molecule; do
+  echo "== lane $lane (build/run-all/$lane.log)"
+  cat "$lanes/$lane.log"
+  while IFS= read -r name; do
+    [ -n "$name" ] && failed+=("$name")
+  done < "$lanes/$lane.failed" 2>/dev/null || failed+=("lane $lane")
+done
+echo "== both lanes done in $((SECONDS - lanes_start)) s"
 step "pytest" pytest -n 2 -p no:cacheprovider tests "$@"
 
 # On success pytest's summary stays the last line printed.
