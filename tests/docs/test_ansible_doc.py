@@ -56,3 +56,21 @@ def test_every_plugin_is_listed(kind):
     listing = doc('-t', kind, '-l', 'ipmasq.agent')
     for name in names:
         assert 'ipmasq.agent.' + name in listing
+
+
+def test_every_role_ansible_doc_lists_prints_a_description():
+    """ansible-doc lists every folder under roles/: each prints an entry point with
+    a description, and the internal one says it is internal (issue 21 item 5)."""
+    roles = sorted(os.path.basename(p) for p in glob.glob(os.path.join(ROOT, 'roles', '*')) if os.path.isdir(p))
+    assert 'ip_masq' in roles and 'ip_masq_args' in roles
+    listing = doc('-t', 'role', '-l', 'ipmasq.agent')
+    for role in roles:
+        assert 'ipmasq.agent.%s' % role in listing
+        data = json.loads(doc('-t', 'role', '--json', 'ipmasq.agent.' + role))['ipmasq.agent.' + role]
+        points = data.get('entry_points') or {}
+        assert points, '%s: ansible-doc prints nothing' % role
+        for point in points.values():
+            assert point.get('short_description') and point.get('description'), role
+    internal = json.loads(doc('-t', 'role', '--json', 'ipmasq.agent.ip_masq_args'))['ipmasq.agent.ip_masq_args']
+    assert list(internal['entry_points']) == ['internal']
+    assert 'not for use on its own' in internal['entry_points']['internal']['short_description']
