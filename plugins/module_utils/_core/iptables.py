@@ -532,14 +532,17 @@ def plan_absent(family, table, chain, adopt=False, strict=True):
 # The backend
 # --------------------------------------------------------------------------
 
-class Reading:
-    """What one run read: the nat table of each family it could read."""
+class IptablesReading:
+    """What one run read of iptables: the nat table of each family it could read."""
 
     def __init__(self, tools):
         self.tools = tools
         self.tables = {}        # family -> NatTable
         self.notes = {}         # family -> why it was not read
         self.plans = {}         # family -> FamilyPlan, filled by plan()
+
+
+Reading = IptablesReading     # the name before backend.py (tests use it)
 
 
 class IptablesBackend:
@@ -556,7 +559,7 @@ class IptablesBackend:
         remove an IPv6 chain of ours left by an earlier run, and skipped
         when the kernel has no IPv6 nat table."""
         managed = policy.families() if policy is not None else ()
-        reading = Reading(self.tools)
+        reading = IptablesReading(self.tools)
         for family in FAMILIES:
             tools = self.tools[family]
             want = family in managed
@@ -662,7 +665,7 @@ class IptablesBackend:
         when it cannot be read."""
 
         def read():
-            reading = Reading(self.tools)
+            reading = IptablesReading(self.tools)
             for family in families:
                 tools = self.tools[family]
                 if not tools.available:
