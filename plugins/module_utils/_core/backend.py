@@ -102,6 +102,12 @@ class Backend:
         ``undo``: each step can be taken back where this backend can."""
         raise NotImplementedError
 
+    @staticmethod
+    def rules_in_place(result, policy):
+        """``{family: rules}`` of ours in place after a run that chose this
+        backend, from its ``result`` (the ``rules`` metric)."""
+        return {}
+
     def report(self, reading, plan, policy, state, result):
         """Add this backend's keys, commands and warnings to the module's
         ``result``; returns warnings to add after every backend's own."""

@@ -149,6 +149,16 @@ class IptablesOnPath(Backend):
             return []
         return list(self.iptables.plan(ipt, None, reading.chain, adopt, strict=strict, undo=undo).steps)
 
+    @staticmethod
+    def rules_in_place(result, policy):
+        """The chain's rules and its jump, per managed family."""
+        out = {}
+        for family in FAMILIES:
+            fam = result.get('ipv%d' % family) or {}
+            if fam.get('managed'):
+                out[family] = len(fam.get('rules') or []) + (1 if fam.get('jump') else 0)
+        return out
+
     def report(self, reading, plan, policy, state, result):
         st = self.state(reading)
         if st.ipt is not None:

@@ -19,6 +19,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core import drift as
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Backend
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables import (
+    Desired,
     NftTools,
     delete_commands,
     missing_nft,
@@ -129,6 +130,15 @@ class Nftables(Backend):
             return []
         st.plan = plan_absent(st.table, st.name, adopt, strict=strict)
         return [self._step(st.plan)] if st.plan.changed else []
+
+    @staticmethod
+    def rules_in_place(result, policy):
+        """The rules of our chain that can match each family."""
+        out = {}
+        for served in Desired(policy).rule_families:
+            for family in policy.families() if served is None else (served,):
+                out[family] = out.get(family, 0) + 1
+        return out
 
     def report(self, reading, plan, policy, state, result):
         st = self.state(reading)
