@@ -52,7 +52,7 @@ __metaclass__ = type
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import nfnetlink
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Node, NodeReading
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_flavours import (  # noqa: F401 (the names tests use)
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_flavours import (  # noqa: F401 pylint: disable=unused-import
     FLAVOUR_TOOLS,
     FLAVOURS,
     NFT_FAMILIES,
@@ -77,7 +77,6 @@ REGISTRY = (
     IptablesNft,
 )
 BACKENDS = ('auto',) + tuple(b.name for b in REGISTRY if b.writes)
-
 
 
 class CompatReading(NodeReading):

@@ -28,7 +28,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.cidrs import (
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import iptables_layout
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_layout import (  # noqa: F401 (importable here, as before)
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_layout import (  # noqa: F401 pylint: disable=unused-import
     IPTABLES_RULE_LIMIT,
     RANDOM_FULLY_SINCE,
     IptablesLayout,
