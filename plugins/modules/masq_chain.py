@@ -361,11 +361,21 @@ backend_reason:
   sample: 'asked for (backend=nftables)'
   version_added: 1.1.0
 backend:
-  description: The iptables backend the node's iptables tools use (V(nf_tables) or V(legacy)); null when the run
-    did not read iptables.
+  description:
+    - The iptables flavour the node's iptables tools use (V(nf_tables) or V(legacy)); null when the run did not read
+      iptables.
+    - Not the O(backend) option (the choice); the name is kept for compatibility. RV(iptables_flavour) is the same
+      value under a clearer name, and RV(selected_backend) is where the policy lives.
   returned: always
   type: str
   sample: nf_tables
+iptables_flavour:
+  description: The same as RV(backend), named for what it is, the iptables flavour of the node's iptables tools
+    (V(nf_tables) or V(legacy)); null when the run did not read iptables.
+  returned: always
+  type: str
+  sample: nf_tables
+  version_added: 1.1.0
 iptables_version:
   description: Version of the node's iptables, from C(iptables-save); null when the run did not read iptables.
   returned: always

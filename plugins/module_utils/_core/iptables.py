@@ -28,6 +28,11 @@ __metaclass__ = type
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import drift as rule_drift
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_layout import (
+    RANDOM_FULLY_SINCE,
+    IptablesLayout,
+    gates as policy_gates,
+)
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import (
     parse_save,
     parse_version,
@@ -36,7 +41,6 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save i
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import (
     FAMILIES,
     OUR_COMMENT_PREFIX,
-    RANDOM_FULLY_SINCE,
     port_text,
     snat_text,
     sub_chain_names,
@@ -135,7 +139,7 @@ def _rewrite_specs(policy, family, random_fully, comment, destination=None, gate
     pick from; then the rule for the rest."""
     match = _matched(policy, comment)
     specs = []
-    for source, interface in policy.gates(family) if gates is None else gates:
+    for source, interface in policy_gates(policy, family) if gates is None else gates:
         head = (_address_match('-s', source, family) + _address_match('-d', destination, family)
                 + ('-o %s ' % interface if interface else ''))
         sizes = [high - low + 1 for low, high in policy.port_ranges]
@@ -163,12 +167,12 @@ def chain_rules(policy, family, random_fully=None):
 
 def chains(policy, family, random_fully=None):
     """Our chains for one family and their rules (name -> rules, the
-    policy's chain first), in the form ``policy.iptables_layout``
+    policy's chain first), in the form ``iptables_layout.IptablesLayout``
     chose: the one chain (flat), or the chain and the sub-chains it goes to
     (split)."""
     if random_fully is None:
         random_fully = bool(policy.random_fully)
-    layout = policy.iptables_layout(family)
+    layout = IptablesLayout(policy, family)
     if not layout.split:
         return {policy.chain: _flat_rules(policy, family, random_fully)}
     return _split_chains(policy, family, random_fully, layout)
@@ -195,7 +199,7 @@ def _flat_rules(policy, family, random_fully):
 
 
 def _split_chains(policy, family, random_fully, layout):
-    """The split form (``policy.IptablesLayout``): the gates go (``-g``) to
+    """The split form (``iptables_layout.IptablesLayout``): the gates go (``-g``) to
     the policy sub-chain, whose rewriting rules go to the rewrite sub-chain.
     A goto's RETURN, or the end of the chain it went to, leaves the policy
     as the chain's own RETURN or end does, so the decisions are the flat
@@ -221,7 +225,7 @@ def _split_chains(policy, family, random_fully, layout):
             gate = _matched(policy, comments[kind])
             out[main] = ['%s%s%s -g %s' % (_address_match('-s', source, family),
                                            '-o %s ' % interface if interface else '', gate, body)
-                         for source, interface in policy.gates(family)]
+                         for source, interface in policy_gates(policy, family)]
         out[body] = []
 
     if layout.rewrite_chain:
@@ -532,14 +536,17 @@ def plan_absent(family, table, chain, adopt=False, strict=True):
 # The backend
 # --------------------------------------------------------------------------
 
-class Reading:
-    """What one run read: the nat table of each family it could read."""
+class IptablesReading:
+    """What one run read of iptables: the nat table of each family it could read."""
 
     def __init__(self, tools):
         self.tools = tools
         self.tables = {}        # family -> NatTable
         self.notes = {}         # family -> why it was not read
         self.plans = {}         # family -> FamilyPlan, filled by plan()
+
+
+Reading = IptablesReading     # the name before backend.py (tests use it)
 
 
 class IptablesBackend:
@@ -556,7 +563,7 @@ class IptablesBackend:
         remove an IPv6 chain of ours left by an earlier run, and skipped
         when the kernel has no IPv6 nat table."""
         managed = policy.families() if policy is not None else ()
-        reading = Reading(self.tools)
+        reading = IptablesReading(self.tools)
         for family in FAMILIES:
             tools = self.tools[family]
             want = family in managed
@@ -592,7 +599,7 @@ class IptablesBackend:
             strict = policy is None
         for family, table in sorted(reading.tables.items()):
             if family in managed:
-                policy.iptables_layout(family).check()
+                IptablesLayout(policy, family).check()
                 if policy.random_fully and table.version and table.version < RANDOM_FULLY_SINCE:
                     raise MasqError('random_fully: the installed %s (v%s) does not support --random-fully '
                                     '(needs 1.6.2 or later). Nothing was changed.'
@@ -662,7 +669,7 @@ class IptablesBackend:
         when it cannot be read."""
 
         def read():
-            reading = Reading(self.tools)
+            reading = IptablesReading(self.tools)
             for family in families:
                 tools = self.tools[family]
                 if not tools.available:

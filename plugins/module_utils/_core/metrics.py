@@ -240,23 +240,20 @@ def read_carried(path):
 
 def rules_in_place(result, policy):
     """``{(family, backend): rules}`` after a sync (``sync.sync``'s result for
-    ``policy``): iptables, the chain's rules and its jump per managed family;
-    nftables, the rules of our chain that can match the family."""
+    ``policy``), as the selected backend counts them (``rules_in_place`` of
+    its class in ``backends.REGISTRY``): iptables, the chain's rules and its
+    jump per managed family; nftables, the rules of our chain that can match
+    the family."""
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core.backends import (  # pylint: disable=import-outside-toplevel
+        REGISTRY,
+    )
+
     counts = dict(((family, backend), 0) for family in FAMILIES for backend in BACKENDS)
     selected = result.get('selected_backend')
-    if selected == 'iptables':
-        for family in FAMILIES:
-            fam = result.get(family) or {}
-            if fam.get('managed'):
-                counts[(family, 'iptables')] = len(fam.get('rules') or []) + (1 if fam.get('jump') else 0)
-    elif selected == 'nftables':
-        from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables import (  # pylint: disable=import-outside-toplevel
-            Desired,
-        )
-
-        for served in Desired(policy).rule_families:
-            for family in policy.families() if served is None else (served,):
-                counts[('ipv%d' % family, 'nftables')] += 1
+    for backend in REGISTRY:
+        if backend.writes and backend.name == selected:
+            for family, n in backend.rules_in_place(result, policy).items():
+                counts[('ipv%d' % family, backend.name)] += n
     return counts
 
 

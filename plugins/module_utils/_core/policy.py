@@ -6,8 +6,11 @@
 # NOTE: private to the ipmasq.agent collection; not a public API.
 """The SNAT policy: what a node should do, validated, and nothing about how.
 
-A :class:`Policy` is data only.  A backend (``iptables.py``) turns it into
-rules; the module, the role and the node-side resync all build one here.
+A :class:`Policy` is data only: the meaning (what is kept, rewritten, to
+what, for whom).  Each backend holds its spelling: ``iptables.py`` and
+``iptables_layout.py`` (its rule forms, counts, limit and version quirks),
+``nftables.py``.  The module, the role and the node-side resync all build
+one here.  The rule comments stay here: both backends write them.
 
 Standard library only: this file runs on managed nodes.
 """
@@ -23,7 +26,14 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.cidrs import (
     is_default_list,
     parse_cidrs,
 )
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import iptables_layout
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_layout import (  # noqa: F401 pylint: disable=unused-import
+    IPTABLES_RULE_LIMIT,
+    RANDOM_FULLY_SINCE,
+    IptablesLayout,
+    RuleLimitError,
+)
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.intervals import (
     address_number,
     cidr_interval,
@@ -99,24 +109,6 @@ COMMENTS = {
         'local': 'ip-masq-agent: local destinations are never subject to MASQUERADE',
     },
 }
-# The first iptables release with MASQUERADE --random-fully.
-RANDOM_FULLY_SINCE = (1, 6, 2)
-
-# The most rules the iptables form of a policy may take per family
-# (IptablesLayout.count; docs/docsite/rst/extensions.rst, "How many rules").
-# The iptables backend checks it before it writes anything; nftables keeps
-# the lists in sets and has no such limit.  iptables-nft's iptables-save
-# slows down faster than the rule count grows (1.8.9: 0.3 s at 10,000 rules,
-# 6.6 s at 60,000, over 90 s at 280,000).
-IPTABLES_RULE_LIMIT = 25000
-
-
-class RuleLimitError(MasqError):
-    """A policy whose iptables form is over :data:`IPTABLES_RULE_LIMIT`
-    (raised before anything is written; the resync then enforces the last
-    good configuration, as for a refused file)."""
-
-
 # iptables' sub-chains of a policy: kind, suffix to the chain's name.
 SUB_CHAINS = (('sources', '-SOURCES'), ('policy', '-POLICY'), ('rewrite', '-REWRITE'))
 
@@ -487,12 +479,8 @@ class Policy:
         return comments[kind] % verb
 
     def gates(self, family):
-        """``(source, out interface)`` pairs a rewriting rule is written
-        for (``None``: no such match): one pair without matches unless
-        source_cidrs or out_interfaces are set."""
-        sources = self.sources[family] or [None]
-        interfaces = self.out_interfaces or [None]
-        return [(source, interface) for source in sources for interface in interfaces]
+        """iptables' ``(source, out interface)`` pairs (``iptables_layout.gates``)."""
+        return iptables_layout.gates(self, family)
 
     def kept(self, family):
         """The destinations that keep their source, in order: link-local
@@ -512,104 +500,13 @@ class Policy:
     def random_fully_for(self, version):
         """Whether MASQUERADE carries --random-fully with iptables ``version``
         (a tuple, or None when unknown): as asked, or the format's default
-        (upstream: on when iptables supports it, as its --random-fully=true)."""
+        (upstream: on where iptables supports it, ``iptables_layout.random_fully``)."""
         if self.random_fully is not None:
             return self.random_fully
         if self.rule_format != 'upstream':
             return False
-        return version is None or tuple(version) >= RANDOM_FULLY_SINCE
+        return iptables_layout.supports_random_fully(version)
 
     def iptables_layout(self, family):
-        """How iptables writes this policy for ``family`` (:class:`IptablesLayout`)."""
-        return IptablesLayout(self, family)
-
-
-class IptablesLayout:
-    """How many rules iptables takes for one family of a policy, and in
-    which form; ``iptables.chains`` writes it (one decision, here).
-
-    The flat form is the upstream agent's one chain, with each rewriting
-    rule written for every source and interface pair and, with to_ports,
-    per protocol and port range: its rewriting rules are a product,
-    (exceptions + 1, or the listed destinations) x sources x interfaces x
-    (3 x port ranges + 1).  The split form sends traffic on with ``-g``
-    (goto: a RETURN, or the end of a chain, then leaves the policy) and
-    grows by a sum instead:
-
-    * the gates (source_cidrs, out_interfaces): in the chain, one rule per
-      source and interface pair going to the policy sub-chain; with more
-      than one of each, one rule per interface going to the sources
-      sub-chain, which holds one rule per source going to the policy;
-    * the policy (the chain itself when there is no gate): one rule per
-      exception and listed destination, the RETURN rules, the final rule;
-      each rewriting rule goes to the rewrite sub-chain, which holds the
-      rewrite once (per protocol and port range, and the rest), when that
-      takes fewer rules than writing it out at each rewriting rule.
-
-    The flat form is kept whenever it takes no more rules than the split
-    one: a policy without extensions, or with one source or one interface
-    and no exception, is written exactly as before.
-    """
-
-    def __init__(self, policy, family):
-        self.policy = policy
-        self.family = family
-        sources = len(policy.sources[family])
-        interfaces = len(policy.out_interfaces)
-        exceptions = len(policy.exceptions[family])
-        listed = len(policy.listed[family])
-        kept = len(policy.kept(family))
-        ports = len(policy.port_ranges)
-        points = exceptions + (listed if policy.masquerade_only else 1)     # rewriting rules, before the gates
-        rewrite = 3 * ports + 1                                             # rules per rewrite
-        pairs = max(sources, 1) * max(interfaces, 1)
-        self.gated = bool(sources or interfaces)
-        self.two_gates = sources > 1 and interfaces > 1
-        self.rewrite_chain = points * rewrite > points + rewrite
-        gate_rules = (sources + interfaces) if self.two_gates else pairs if self.gated else 0
-        split = gate_rules + kept + ((points + rewrite) if self.rewrite_chain else points * rewrite)
-        flat = points * pairs * rewrite + kept
-        self.split = split < flat
-        self.count = split if self.split else flat
-        self.flat_count = flat
-
-        names = {'sources': 'source_cidrs', 'interfaces': 'out_interfaces', 'exceptions': 'exception_cidrs',
-                 'listed': 'masquerade_cidrs', 'final': 'the final rule',
-                 'kept': 'link-local' if policy.masquerade_only else 'nonmasquerade_cidrs (with link-local)',
-                 'ports': 'to_ports (3 rules per range, and 1)'}
-        terms = []
-        if not self.split:
-            factors = [('%s %d' % (names['listed'], listed) if policy.masquerade_only
-                        else '(%s %d + 1)' % (names['exceptions'], exceptions) if exceptions else '', points),
-                       ('%s %d' % (names['sources'], sources), sources),
-                       ('%s %d' % (names['interfaces'], interfaces), interfaces),
-                       ('(%s: %d)' % (names['ports'], rewrite), rewrite)]
-            shown = ' x '.join(text for text, n in factors if text and n > 1) or 'one'
-            terms.append(('the rewriting rules, %s' % shown, points * pairs * rewrite))
-        else:
-            if self.two_gates:
-                terms += [(names['interfaces'], interfaces), (names['sources'], sources)]
-            elif self.gated:
-                terms.append((' x '.join(names[k] for k, n in (('sources', sources), ('interfaces', interfaces)) if n),
-                              pairs))
-            if self.rewrite_chain or rewrite == 1:
-                terms += [(names['exceptions'], exceptions), (names['listed'], listed if policy.masquerade_only else 0),
-                          (names['final'], 0 if policy.masquerade_only else 1)]
-                if self.rewrite_chain:
-                    terms.append((names['ports'] + ', once', rewrite))
-            else:
-                terms.append((names['ports'], points * rewrite))
-        terms.append((names['kept'], kept))
-        self.terms = [(name, n) for name, n in terms if n]
-
-    def check(self):
-        """Refuse a policy whose iptables form is over :data:`IPTABLES_RULE_LIMIT`."""
-        if self.count <= IPTABLES_RULE_LIMIT:
-            return
-        raise RuleLimitError('this policy takes %d iptables rules for IPv%d, over the limit of %d per family (%s). '
-                             'iptables-save and iptables-restore slow down with every rule, and every run and resync '
-                             'cycle reads them all. Aggregate the CIDRs into fewer, wider ones, list fewer port ranges, '
-                             'interfaces or sources, or use backend nftables, whose sets hold any number of them. '
-                             'Nothing was changed.'
-                             % (self.count, self.family, IPTABLES_RULE_LIMIT,
-                                ' + '.join('%s: %d' % (name, n) for name, n in self.terms)))
+        """How iptables writes this policy for ``family`` (``iptables_layout.IptablesLayout``)."""
+        return iptables_layout.IptablesLayout(self, family)

@@ -1,0 +1,114 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, ipmasq.agent contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# NOTE: private to the ipmasq.agent collection; not a public API.
+"""What every backend is: a place the policy can live, or where ours can be
+found and removed.  ``backends.py`` holds the registry and runs them all.
+
+A backend is built once per run from the node's :class:`Node` (how to run
+and find tools, ask /proc and the kernel).  One run's reading of every
+backend is a :class:`NodeReading`; each backend keeps what it read there,
+under its name (``reading.of[name]``).
+
+The coordinator's loop: the chosen backend reads and writes the policy
+(``read``, ``plan_present``); every other registered backend looks for ours
+(``look``: a cheap question to the kernel first, a tool only when something
+is there) and removes it in the same run (``plan_absent``).  The result is
+what each backend reports (``report``).
+
+Standard library only: this file runs on managed nodes.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+
+class Node:
+    """How a run reaches the node: ``run(argv, data=None)``, ``find(name)``,
+    ``proc_read(path)`` (lines of a /proc file) and ``probe(questions)``
+    (whether nf_tables holds a table or chain: ``nfnetlink.exist``)."""
+
+    def __init__(self, run, find, proc_read, probe):
+        self.run = run
+        self.find = find
+        self.proc_read = proc_read
+        self.probe = probe
+        self.backends = {}      # name -> Backend of this run (filled by backends.Backends)
+
+
+class NodeReading:
+    """What one run read of every backend, and which one it chose."""
+
+    def __init__(self, chain):
+        self.chain = chain
+        self.selected = None
+        self.reason = None
+        self.of = {}            # backend name -> what that backend read (its own object)
+        self.shared = {}        # facts backends of one kind share within a run (the iptables flavours)
+
+    def select(self, backend, reason):
+        self.selected, self.reason = backend, reason
+
+
+class Backend:
+    """The interface.  ``writes``: the policy can live here (a value of the
+    module's ``backend`` option); a backend that does not write is only
+    looked in, for ours to remove."""
+
+    name = None
+    writes = True
+
+    def __init__(self, node):
+        self.node = node
+
+    def available(self):
+        """Whether the tools this backend needs are installed."""
+        raise NotImplementedError
+
+    def state(self, reading):
+        """What this backend read in ``reading`` (None: not read)."""
+        return reading.of.get(self.name)
+
+    def holds_ours(self, reading):
+        """After a read or a look: whether ours is there."""
+        raise NotImplementedError
+
+    def ours_text(self, reading):
+        """Ours, in words (``our nftables table inet ip-masq-agent``), for the reason auto chose this backend."""
+        raise NotImplementedError
+
+    def read(self, reading, policy):
+        """Read what writing ``policy`` here needs (this backend was chosen)."""
+        raise NotImplementedError
+
+    def look(self, reading, why):
+        """Read ours, to remove it: another backend was chosen (``why``:
+        ``'asked'`` or ``'auto'``) or ``state=absent`` (``why`` ``'absent'``)."""
+        raise NotImplementedError
+
+    def after_look(self, reading):
+        """Called once every backend has looked (an error that needs them all)."""
+
+    def plan_present(self, reading, policy, adopt):
+        """The steps that write ``policy`` here (each with its undo)."""
+        raise NotImplementedError
+
+    def plan_absent(self, reading, adopt, strict, undo):
+        """The steps that remove ours.  ``strict``: a thing of our name that
+        is not ours is an error (else it is left alone, with a note);
+        ``undo``: each step can be taken back where this backend can."""
+        raise NotImplementedError
+
+    @staticmethod
+    def rules_in_place(result, policy):
+        """``{family: rules}`` of ours in place after a run that chose this
+        backend, from its ``result`` (the ``rules`` metric)."""
+        return {}
+
+    def report(self, reading, plan, policy, state, result):
+        """Add this backend's keys, commands and warnings to the module's
+        ``result``; returns warnings to add after every backend's own."""
+        raise NotImplementedError

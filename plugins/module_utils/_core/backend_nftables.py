@@ -1,0 +1,168 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, ipmasq.agent contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# NOTE: private to the ipmasq.agent collection; not a public API.
+"""The ``nftables`` backend (``backend.Backend``): our own table ``inet <chain
+in lower case>``, written in one ``nft -j -f -`` transaction
+(``nftables.py`` holds the table and the tool).
+
+Standard library only: this file runs on managed nodes.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import drift as rule_drift
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Backend
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables import (
+    Desired,
+    NftTools,
+    delete_commands,
+    missing_nft,
+    plan_absent,
+    plan_present,
+    table_label,
+    table_name,
+)
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import Step
+
+
+class NftState:
+    """What the nftables backend read in one run."""
+
+    def __init__(self, chain):
+        self.name = table_name(chain)
+        self.read = False
+        self.table = None       # nft_json.NftTable of ours, when it exists
+        self.note = None        # why nft was not run
+        self.plan = None        # nftables.TablePlan, once planned
+
+
+class Nftables(Backend):
+    """The policy in our nftables table."""
+
+    name = 'nftables'
+    installed_text = 'only nft is installed'
+
+    def __init__(self, node):
+        Backend.__init__(self, node)
+        self.nft = NftTools(node.run, node.find)
+
+    def available(self):
+        return self.nft.available
+
+    def state(self, reading):
+        st = reading.of.get(self.name)
+        if st is None:
+            st = reading.of[self.name] = NftState(reading.chain)
+        return st
+
+    def was_read(self, reading):
+        return self.state(reading).read
+
+    def holds_ours(self, reading):
+        return self.state(reading).table is not None
+
+    def ours_text(self, reading):
+        return 'our nftables %s' % table_label(self.state(reading).name)
+
+    def _list(self, reading):
+        st = self.state(reading)
+        st.table = self.nft.listing(st.name)
+        st.read = True
+
+    def read(self, reading, policy):
+        if not self.nft.available:
+            raise MasqError(missing_nft() + ' Nothing was changed.')
+        if not self.was_read(reading):
+            self._list(reading)
+
+    def look(self, reading, why):
+        """Our table, listed when the kernel has it (or cannot say)."""
+        st = self.state(reading)
+        if not self.nft.available:
+            st.note = 'nft not found: no nftables table to remove.'
+            return
+        (found,) = self.node.probe([('table', 'inet', st.name)])
+        if found is False:
+            st.note = 'no %s (asked the kernel): nft not run.' % table_label(st.name)
+            return
+        self._list(reading)
+
+    def candidate(self, reading, policy, tolerate):
+        """auto: look where nft is installed; with ``tolerate`` (a backend
+        before it was read), a listing that fails is a note."""
+        if not self.nft.available:
+            return
+        try:
+            self.look(reading, 'auto')
+        except MasqError as e:
+            if not tolerate:
+                raise
+            self.state(reading).note = 'nft could not list the ruleset (%s).' % e.msg.rstrip('.')
+
+    def new_home(self, reading):
+        return self.nft.available
+
+    def before_other_home(self, reading):
+        pass
+
+    def _step(self, plan, undo=None, kinds=None):
+        self.nft.commands.append(' '.join(self.nft.argv()) + '  # the transaction')
+        return Step('nftables', plan.actions, lambda commands=plan.commands: self.nft.load(commands), undo,
+                    plan.kinds if kinds is None else kinds)
+
+    def plan_present(self, reading, policy, adopt):
+        st = self.state(reading)
+        st.plan = plan_present(st.table, policy, adopt)
+        if not st.plan.changed:
+            return []
+        return [self._step(st.plan, undo=lambda: self.nft.load(delete_commands(st.name)))]
+
+    def plan_absent(self, reading, adopt, strict, undo):
+        """``undo`` is not supported: a deleted table is not put back (it goes last in a switch)."""
+        st = self.state(reading)
+        if st.table is None:
+            return []
+        st.plan = plan_absent(st.table, st.name, adopt, strict=strict)
+        return [self._step(st.plan)] if st.plan.changed else []
+
+    @staticmethod
+    def rules_in_place(result, policy):
+        """The rules of our chain that can match each family."""
+        out = {}
+        for served in Desired(policy).rule_families:
+            for family in policy.families() if served is None else (served,):
+                out[family] = out.get(family, 0) + 1
+        return out
+
+    def report(self, reading, plan, policy, state, result):
+        st = self.state(reading)
+        result['commands'].extend(self.nft.commands)
+        result['nft_version'] = self.nft.version
+        nft = st.plan
+        out = {'table': table_label(st.name), 'managed': reading.selected == self.name,
+               'read': st.read, 'exists_before': st.table is not None,
+               'changed': bool(nft is not None and nft.changed), 'before': None, 'after': None,
+               'transaction': None, 'drift': None}
+        late = []
+        if nft is not None:
+            if nft.changed:
+                # The listings only when they differ: a table in sync is the
+                # policy's, and 20,000 set elements are not sent back every run.
+                out['before'], out['after'] = nft.before, nft.after
+                out['transaction'] = self.nft.batch(nft.commands)
+                if nft.managed and nft.desired is not None:
+                    # Which rules and set elements the rewrite puts back or takes out.
+                    out['drift'] = rule_drift.nft_table(nft.table, nft.desired)
+            if nft.note:
+                out['note'] = nft.note
+                late.append('nftables: %s' % nft.note)
+        elif st.note:
+            out['note'] = st.note
+        result['nftables'] = out
+        return late
