@@ -79,9 +79,13 @@ wait "$checks_pid" "$molecule_pid"
 for lane in checks molecule; do
   echo "== lane $lane (build/run-all/$lane.log)"
   cat "$lanes/$lane.log"
-  while IFS= read -r name; do
-    [ -n "$name" ] && failed+=("$name")
-  done < "$lanes/$lane.failed" 2>/dev/null || failed+=("lane $lane")
+  if [ -f "$lanes/$lane.failed" ]; then
+    while IFS= read -r name; do
+      if [ -n "$name" ]; then failed+=("$name"); fi
+    done < "$lanes/$lane.failed"
+  else
+    failed+=("lane $lane (it ended without saying which steps failed)")
+  fi
 done
 echo "== both lanes done in $((SECONDS - lanes_start)) s"
 step "pytest" pytest -n 2 -p no:cacheprovider tests "$@"
