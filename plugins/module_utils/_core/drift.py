@@ -18,7 +18,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import split_rule
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import rule_key
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import render_rule
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables import CHAIN, canonical_expr, element_texts
 
@@ -61,19 +61,10 @@ def compare(live, wanted, key=None):
             'reordered': not missing and not extra and live_keys != wanted_keys}
 
 
-def _iptables_key(line):
-    """A rule's words: the same rule whatever its quoting or spacing (as
-    ``iptables.same_rule`` compares)."""
-    try:
-        return tuple(split_rule(line))
-    except ValueError:
-        return line
-
-
 def iptables_chain(live, wanted):
     """:func:`compare` of our iptables chain's rules as read and as wanted
     (``iptables-save`` lines); None when they are the same."""
-    drift = compare(live, wanted, _iptables_key)
+    drift = compare(live, wanted, rule_key)
     return drift if drift['missing'] or drift['extra'] or drift['reordered'] else None
 
 

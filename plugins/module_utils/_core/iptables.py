@@ -36,7 +36,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_layout
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import (
     parse_save,
     parse_version,
-    split_rule,
+    rule_key,
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import (
     FAMILIES,
@@ -253,12 +253,7 @@ def _split_chains(policy, family, random_fully, layout):
 
 
 def same_rule(current, desired):
-    if current == desired:
-        return True
-    try:
-        return split_rule(current) == split_rule(desired)
-    except ValueError:
-        return False
+    return current == desired or rule_key(current) == rule_key(desired)
 
 
 def same_rules(current, desired):

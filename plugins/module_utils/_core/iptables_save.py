@@ -227,3 +227,13 @@ def parse_save(text):
         else:
             table.problems.append(line)
     return table
+
+
+def rule_key(line):
+    """A rule's words: the same rule whatever its quoting or spacing; a line
+    that does not split stands for itself.  What ``iptables.same_rule`` and the
+    drift report (``drift.py``) compare."""
+    try:
+        return tuple(split_rule(line))
+    except ValueError:
+        return line
