@@ -20,7 +20,7 @@ __metaclass__ = type
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import rule_key
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import render_rule
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables import CHAIN, canonical_expr, element_texts
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables import CHAIN, canonical_text, element_texts
 
 
 def _same(text):
@@ -82,7 +82,7 @@ def nft_table(table, desired):
     canon = {}
     for text, expr, comment in ([(t, r.get('expr', []), r.get('comment')) for t, r in zip(live, live_rules)]
                                 + [(t, e, c) for t, (e, c) in zip(desired.rule_texts(), desired.rules)]):
-        canon[text] = render_rule({'expr': canonical_expr(expr), 'comment': comment})
+        canon[text] = canonical_text(expr, comment)
     out = {'rules': compare(live, desired.rule_texts(), canon.get),
            'sets': {}}
     for name in sorted(desired.set_cidrs):

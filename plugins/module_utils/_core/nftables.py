@@ -467,8 +467,14 @@ def same_rules(live, desired):
         return True
     if len(texts) != len(desired.rules):
         return False
-    return ([render_rule({'expr': canonical_expr(r.get('expr', [])), 'comment': r.get('comment')}) for r in live]
-            == [render_rule({'expr': canonical_expr(expr), 'comment': comment}) for expr, comment in desired.rules])
+    return ([canonical_text(r.get('expr', []), r.get('comment')) for r in live]
+            == [canonical_text(expr, comment) for expr, comment in desired.rules])
+
+
+def canonical_text(expr, comment):
+    """A rule's text with each anonymous set in one order: the same text for
+    the same rule however nft lists its sets (:func:`same_rules`, ``drift.py``)."""
+    return render_rule({'expr': canonical_expr(expr), 'comment': comment})
 
 
 def differences(table, desired):
