@@ -47,19 +47,11 @@ description:
   - Does nothing (and reports RV(installed=false)) when Docker is not installed.
 extends_documentation_fragment:
   - ipmasq.agent.daemon_files
+  - ipmasq.agent.attributes.daemon
 author:
   - ipmasq.agent maintainers (@ipmasq)
 attributes:
-  check_mode:
-    support: full
-    description: Reads everything and reports what would change; writes no file and runs no C(iptables-restore) and no
-      nft transaction.
-  diff_mode:
-    support: full
-    description: Shows every file edited, before and after.
   platform:
-    support: full
-    platforms: posix
     description: Linux with systemd (the unit is looked up in O(unit_dirs)); C(daemon.json) is also handled without it.
 options:
   state:

@@ -40,19 +40,11 @@ description:
     kube-flannel DaemonSet is configured in its manifest instead.
 extends_documentation_fragment:
   - ipmasq.agent.daemon_files
+  - ipmasq.agent.attributes.daemon
 author:
   - ipmasq.agent maintainers (@ipmasq)
 attributes:
-  check_mode:
-    support: full
-    description: Reads everything and reports what would change; writes no file and runs no C(iptables-restore) and no
-      nft transaction.
-  diff_mode:
-    support: full
-    description: Shows every file edited, before and after.
   platform:
-    support: full
-    platforms: posix
     description: Linux with systemd and iptables (either backend); C(nft) for flannel's nftables mode.
 options:
   state:

@@ -33,19 +33,14 @@ description:
     deletes our drop-in). kubelet needs a restart to apply a change (RV(restart_required)).
 extends_documentation_fragment:
   - ipmasq.agent.daemon_files
+  - ipmasq.agent.attributes.daemon
 author:
   - ipmasq.agent maintainers (@ipmasq)
 attributes:
   check_mode:
-    support: full
     description: Reads everything and reports what would change; writes nothing. C(kubelet --version) still runs.
   diff_mode:
-    support: full
     description: Shows every file edited or created, before and after.
-  platform:
-    support: full
-    platforms: posix
-    description: Linux with systemd.
 options:
   mode:
     description:

@@ -51,19 +51,17 @@ description:
     the same run (write first, then remove; a failed step undoes the ones before it), so a switch never
     leaves a node with neither policy or with both. See O(backend).
   - Needs only Python's standard library on the node.
+extends_documentation_fragment:
+  - ipmasq.agent.attributes
 author:
   - ipmasq.agent maintainers (@ipmasq)
 attributes:
   check_mode:
-    support: full
     description: Reads the rules and reports what would change; runs no C(iptables-restore) and no nft transaction.
   diff_mode:
-    support: full
     description: Shows the chain and its jumps before and after, per family, in C(iptables-save) form, and the
       nftables table in C(nft list table) form (one set element per line).
   platform:
-    support: full
-    platforms: posix
     description: Linux with iptables (nf_tables or legacy backend), or nft for O(backend=nftables).
 options:
   nonmasquerade_cidrs:

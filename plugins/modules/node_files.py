@@ -28,19 +28,15 @@ description:
     reader never sees half a file. A symbolic link at the path is replaced by the file, as
     C(ansible.builtin.copy) does. Missing parent directories are created with O(directory_mode).
   - Needs only Python's standard library on the node.
+extends_documentation_fragment:
+  - ipmasq.agent.attributes
 author:
   - ipmasq.agent maintainers (@ipmasq)
 attributes:
   check_mode:
-    support: full
     description: Reads every file and reports what would change; writes and removes nothing.
   diff_mode:
-    support: full
     description: One diff per file that changes (its content before and after; for a removed directory, its name).
-  platform:
-    support: full
-    platforms: posix
-    description: Any POSIX node with Python.
 options:
   files:
     description:

@@ -21,18 +21,16 @@ description:
     version that installed it; no list of files is kept anywhere. Only files that differ are written, files
     left by an older version are removed, and the package is byte-compiled only when something changed.
   - Standard library only on the node.
+extends_documentation_fragment:
+  - ipmasq.agent.attributes
 author:
   - ipmasq.agent maintainers (@ipmasq)
 attributes:
   check_mode:
-    support: full
     description: Reports which files would be written or removed; writes nothing.
   diff_mode:
-    support: full
     description: Lists the files written and removed.
   platform:
-    support: full
-    platforms: posix
     description: Any POSIX node with Python 3; the code it installs runs on Linux with iptables.
 options:
   path:

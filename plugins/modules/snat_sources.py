@@ -54,18 +54,12 @@ description:
     installed) is asked of the kernel for its chain names (a read-only C(getsockopt)); our chain there makes
     RV(only_ours) false, with a note saying what to do.
   - Needs only Python's standard library on the node.
+extends_documentation_fragment:
+  - ipmasq.agent.attributes.read_only
 author:
   - ipmasq.agent maintainers (@ipmasq)
 attributes:
-  check_mode:
-    support: full
-    description: The module only reads; it runs the same commands and returns the same result in check mode.
-  diff_mode:
-    support: none
-    description: Nothing is changed, so there is nothing to diff.
   platform:
-    support: full
-    platforms: posix
     description: Linux with iptables (either backend) and/or nftables.
 options:
   chain:
