@@ -1,7 +1,7 @@
 """Shared helpers of the benchmarks (controller side; run with .venv/bin/python).
 
 Every network change happens inside a namespace made with
-tests/integration/netlab.py and removed again in a ``finally`` block.
+tests/lab/ipmasq_lab/netlab.py and removed again in a ``finally`` block.
 Benchmarks are not tests: nothing here asserts a time.
 """
 import json
@@ -11,18 +11,15 @@ import resource
 import socket
 import statistics
 import subprocess
-import sys
 import time
+
+from ipmasq_lab import netlab   # tests/lab, on the venv's path (scripts/bootstrap.sh)
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(BENCH)
 PLAYBOOKS = os.path.join(BENCH, 'playbooks')
 COLLECTIONS = os.path.join(ROOT, 'build', 'collections')
 NODE_PYTHON = '/usr/bin/python3'   # what the module runs under (ANSIBLE_PYTHON_INTERPRETER)
-sys.path.insert(0, os.path.join(ROOT, 'tests', 'integration'))
-
-import netlab  # noqa: E402  pylint: disable=wrong-import-position
-
 CHAIN = 'IP-MASQ-AGENT'
 
 

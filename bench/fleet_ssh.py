@@ -1,7 +1,7 @@
 """Part ``ssh`` of bench/run: site runs over real SSH against 1, 10 and 50 hosts.
 
 Each host is a network namespace with its own OpenSSH server
-(tests/integration/fleetlab.py, the same harness as the fleet tests), the
+(tests/lab/ipmasq_lab/fleetlab.py, the same harness as the fleet tests), the
 controller a namespace of its own running ansible-playbook with forks 10,
 pipelining on and ssh's ControlPersist (60 s, Ansible's default ssh_args).
 The inventory is the example's group_vars with the fleet's host_vars.
@@ -28,8 +28,7 @@ import sys
 import time
 
 import benchlib
-import fleetlab   # tests/integration, on sys.path through benchlib
-import netlab
+from ipmasq_lab import fleetlab, netlab
 
 FORKS = 10
 MODULE_PLAYBOOK = os.path.join(benchlib.PLAYBOOKS, 'fleet_ssh_module.yml')

@@ -56,7 +56,7 @@ import sys
 import time
 
 import benchlib
-import netlab
+from ipmasq_lab import netlab
 
 DST = '203.0.113.10'
 POD = '192.0.2.2'

@@ -60,8 +60,7 @@ def main():
     if args.node:
         return node(args)
 
-    sys.path.insert(0, os.path.join(ROOT, 'tests', 'integration'))
-    import netlab  # pylint: disable=import-outside-toplevel
+    from ipmasq_lab import netlab  # pylint: disable=import-outside-toplevel
     trees = [('this tree', ROOT)] + ([('baseline', os.path.abspath(args.baseline))] if args.baseline else [])
     rows = []
     backend = netlab.Backend('nft')

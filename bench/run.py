@@ -12,7 +12,7 @@
 
 Benchmarks, not tests: nothing here asserts a time; the report says where we
 stand against each target.  Everything that touches iptables runs inside
-network namespaces made here (tests/integration/netlab.py) and removed in
+network namespaces made here (tests/lab/ipmasq_lab/netlab.py) and removed in
 ``finally`` blocks.  Read bench/README.md for what each column means.
 """
 import argparse

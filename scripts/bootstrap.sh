@@ -7,7 +7,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 . scripts/apt.sh
 
-# openssh-server: the SSH fleet test (tests/integration/fleetlab.py) starts
+# openssh-server: the SSH fleet test (tests/lab/ipmasq_lab/fleetlab.py) starts
 # /usr/sbin/sshd itself, one per test host inside that host's network
 # namespace. The package's own daemon must never run on this machine: see
 # below.
@@ -89,6 +89,22 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/pip install -q -r tests/requirements.txt
   echo "$want" > "$stamp"
 fi
+
+# The lab the tests, bench/ and the demo share (tests/lab/ipmasq_lab) is
+# imported by name: a .pth file puts tests/lab on the venv's path. The line is
+# relative to site-packages, so a venv reached through a checkout's .venv link
+# names that checkout's lab.
+.venv/bin/python - <<'PY'
+import os, sysconfig
+site = sysconfig.get_paths()['purelib']
+line = os.path.relpath(os.path.abspath('tests/lab'), site) + '\n'
+pth = os.path.join(site, 'ipmasq_lab.pth')
+old = open(pth).read() if os.path.exists(pth) else None
+if old != line:
+    with open(pth + '.tmp', 'w') as handle:
+        handle.write(line)
+    os.replace(pth + '.tmp', pth)
+PY
 
 # ansible finds the collection through an ansible_collections/ tree.
 mkdir -p build/collections/ansible_collections/ipmasq

@@ -11,12 +11,10 @@ import os
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, 'tests', 'integration'))
+from ipmasq_lab import netlab, topology   # tests/lab, on the venv's path (scripts/bootstrap.sh)
+from ipmasq_lab.topology import NO_REPLY, POD4
 
-import netlab  # noqa: E402
-import topology  # noqa: E402
-from topology import NO_REPLY, POD4  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 PLAYBOOK = os.path.join(ROOT, 'scripts', 'demo-playbook.yml')
 CHAIN = 'IP-MASQ-AGENT'

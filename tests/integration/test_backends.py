@@ -12,9 +12,8 @@ import os
 
 import pytest
 
-import netlab
-import policy_view
-from policy_view import CHAIN
+from ipmasq_lab import netlab, policy_view
+from ipmasq_lab.policy_view import CHAIN
 
 SNAT_PLAYBOOK = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'playbooks', 'snat_sources.yml')
 IPTABLES_BINARIES = ['/usr/sbin/xtables-nft-multi', '/usr/sbin/xtables-legacy-multi']

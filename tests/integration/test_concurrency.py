@@ -17,9 +17,8 @@ import time
 
 import pytest
 
-import netlab
-import policy_view
-from policy_view import CHAIN, JUMP, chain_lines, ours
+from ipmasq_lab import netlab, policy_view
+from ipmasq_lab.policy_view import CHAIN, JUMP, chain_lines, ours
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNNER = os.path.join(HERE, 'race_run.py')

@@ -35,10 +35,10 @@ import types
 
 import pytest
 
-import netlab
+from ipmasq_lab import netlab
 from test_docker_flannel_kubelet import (DOCKER_CE_UNIT, FAKE_DOCKER, FLANNEL_BINARY_UNIT, fake_bin,
                                          four_steps, run)
-from topology import NODE_CL4, NODE_EXT4, POD4, Topology
+from ipmasq_lab.topology import NODE_CL4, NODE_EXT4, POD4, Topology
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 AUDIT_PLAYBOOK = os.path.join(HERE, 'playbooks', 'snat_sources.yml')
@@ -246,13 +246,7 @@ def run_in(topo, module, margs):
 
 @pytest.fixture
 def topo():
-    backend = netlab.Backend('nft')
-    try:
-        built = Topology(ipv6=False, backend=backend)
-    except BaseException:
-        backend.remove()
-        raise
-    with built:
+    with Topology.with_tools('nft', ipv6=False) as built:
         yield built
 
 

@@ -14,7 +14,7 @@ import stat
 
 import pytest
 
-import netlab
+from ipmasq_lab import netlab
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PLAYBOOK = os.path.join(HERE, 'playbooks', 'other_snat.yml')

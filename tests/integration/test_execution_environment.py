@@ -25,8 +25,7 @@ import shutil
 
 import pytest
 
-import fleetlab
-import netlab
+from ipmasq_lab import fleetlab, netlab
 from test_runner_awx import APPLY_TASK, HOSTS, RUNNER, Job, check_converged, private_data_dir, runner_env
 
 IMAGE = os.environ.get('IMQ_EE_IMAGE')

@@ -17,8 +17,8 @@ import os
 
 import pytest
 
-import netlab
-from policy_view import CHAIN, JUMP, ours
+from ipmasq_lab import netlab
+from ipmasq_lab.policy_view import CHAIN, JUMP, ours
 from test_resync import Agent, lines
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason='needs root (network namespaces)')

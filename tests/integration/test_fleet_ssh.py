@@ -1,7 +1,7 @@
 """A real site run: playbooks/site.yml and playbooks/audit.yml over SSH against
 a small fleet (3 hosts in 2 clusters, the example inventory's group_vars),
 each host a network namespace with its own OpenSSH server
-(tests/integration/fleetlab.py). The plays say become: true; Ansible logs in
+(tests/lab/ipmasq_lab/fleetlab.py). The plays say become: true; Ansible logs in
 as root (ansible_user: root, as the README says to write it), so it runs no
 sudo, which is not installed on CI machines."""
 import json
@@ -10,9 +10,8 @@ import re
 
 import pytest
 
-import fleetlab
-import netlab
-from policy_view import CHAIN
+from ipmasq_lab import fleetlab, netlab
+from ipmasq_lab.policy_view import CHAIN
 
 LINK_LOCAL = '169.254.0.0/16'
 EAST = [LINK_LOCAL, '10.244.0.0/16', '10.30.0.0/16']         # inventories/example/group_vars/cluster_east.yml

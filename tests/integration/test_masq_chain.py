@@ -12,9 +12,8 @@ import json
 
 import pytest
 
-import netlab
-import policy_view
-from policy_view import CHAIN, DEFAULT_CIDRS, JUMP, MASQ, RET, chain_lines, golden
+from ipmasq_lab import netlab, policy_view
+from ipmasq_lab.policy_view import CHAIN, DEFAULT_CIDRS, JUMP, MASQ, RET, chain_lines, golden
 
 DEFAULT_CHAIN = chain_lines(['169.254.0.0/16'] + DEFAULT_CIDRS)
 

@@ -5,8 +5,8 @@ IPv4 one, chain names that must be refused, a chain that was never ours.
 Real iptables in network namespaces, through ansible-playbook."""
 import pytest
 
-import netlab
-from policy_view import CHAIN, JUMP, chain_lines, ours
+from ipmasq_lab import netlab
+from ipmasq_lab.policy_view import CHAIN, JUMP, chain_lines, ours
 
 DEFAULT_RULES = chain_lines(['169.254.0.0/16', '10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16'])
 

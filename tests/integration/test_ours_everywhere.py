@@ -13,9 +13,9 @@ import shlex
 
 import pytest
 
-import policy_view
-from policy_view import CHAIN, not_ours, ours
-import netlab
+from ipmasq_lab import policy_view
+from ipmasq_lab.policy_view import CHAIN, not_ours, ours
+from ipmasq_lab import netlab
 
 ARGS = dict(ipv6=True, nonmasquerade_cidrs=['10.0.0.0/8', 'fd00::/8'])
 OTHER = {'nft': 'legacy', 'legacy': 'nft'}

@@ -17,10 +17,8 @@ import signal
 
 import pytest
 
-import netlab
-import topology
-from topology import (NO_REPLY, NODE_CL4, NODE_CL6, NODE_EXT4, NODE_EXT6, NODE_LL4, POD4, POD6,
-                      Topology)
+from ipmasq_lab import netlab, topology
+from ipmasq_lab.topology import NO_REPLY, NODE_CL4, NODE_CL6, NODE_EXT4, NODE_EXT6, NODE_LL4, POD4, POD6, Topology
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason='needs root (network namespaces)')
 

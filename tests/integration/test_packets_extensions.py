@@ -34,16 +34,14 @@ import os
 
 import pytest
 
-import netlab
-import policy_view
-import topology
+from ipmasq_lab import netlab, policy_view, topology
 # autouse: the root namespace stays as it was.
 from test_packets import root_namespace_untouched  # noqa: F401 pylint: disable=unused-import
-from topology import NO_REPLY, NODE_EXT4, NODE_LL4, POD4, Receiver, Topology
+from ipmasq_lab.topology import NO_REPLY, NODE_EXT4, NODE_LL4, POD4, Receiver, Topology
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason='needs root (network namespaces)')
 
-PLAYBOOK = os.path.join(topology.HERE, 'playbooks', 'masq_chain_ext.yml')
+PLAYBOOK = os.path.join(topology.INTEGRATION, 'playbooks', 'masq_chain_ext.yml')
 
 POD2 = '10.244.2.2'
 NODE_POD2 = '10.244.2.1'
@@ -174,13 +172,7 @@ def check(topo, label, want, baseline, source='pod'):
 @pytest.mark.parametrize('kind', sorted(BACKENDS))
 def test_extension_options_on_real_packets(kind):
     tools, policy = BACKENDS[kind]
-    backend = netlab.Backend(tools)
-    try:
-        topo = ExtTopology(ipv6=False, backend=backend)
-    except BaseException:
-        backend.remove()
-        raise
-    with topo:
+    with ExtTopology.with_tools(tools, ipv6=False) as topo:
         # Baselines: no rules, then the defaults.
         assert topo.probe_from('pod') == NONE
         assert topo.probe_from('pod2') == NONE2

@@ -13,9 +13,8 @@ import stat
 
 import pytest
 
-import netlab
-import policy_view
-from policy_view import CHAIN, FOREIGN, JUMP, chain_lines, ours
+from ipmasq_lab import netlab, policy_view
+from ipmasq_lab.policy_view import CHAIN, FOREIGN, JUMP, chain_lines, ours
 from test_resync_units import install_core
 
 ROOT = netlab.ROOT

@@ -15,8 +15,8 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-import policy_view
-from policy_view import CHAIN, ours
+from ipmasq_lab import policy_view
+from ipmasq_lab.policy_view import CHAIN, ours
 from test_resync import SEED_001, Agent, lines
 from test_resync_units import ROLE_PLAYBOOK, failed, parsed_service, playbook, render, role_vars, verify
 

@@ -12,8 +12,8 @@ import subprocess
 
 import pytest
 
-import netlab
-from policy_view import CHAIN, JUMP, chain_lines, ours
+from ipmasq_lab import netlab
+from ipmasq_lab.policy_view import CHAIN, JUMP, chain_lines, ours
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROLE_PLAYBOOK = os.path.join(HERE, 'playbooks', 'resync_role.yml')

@@ -13,9 +13,8 @@ import shlex
 import pytest
 import yaml
 
-import netlab
-import policy_view
-from policy_view import FOREIGN
+from ipmasq_lab import netlab, policy_view
+from ipmasq_lab.policy_view import FOREIGN
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PLAYBOOK = os.path.join(HERE, 'playbooks', 'role_sandbox.yml')

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 import yaml
 
-import netlab
+from ipmasq_lab import netlab
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.config import parse_config
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -22,13 +22,13 @@ import types
 
 import pytest
 
-import netlab
-from policy_view import CHAIN, JUMP, ours
+from ipmasq_lab import netlab
+from ipmasq_lab.policy_view import CHAIN, JUMP, ours
 # autouse: the root namespace stays as it was.
 from test_packets import root_namespace_untouched  # noqa: F401 pylint: disable=unused-import
 from test_packets_extensions import NONE2, POD2, ExtTopology
 from test_resync import Agent
-from topology import NODE_EXT4, NODE_LL4, NO_REPLY, POD4
+from ipmasq_lab.topology import NODE_EXT4, NODE_LL4, NO_REPLY, POD4
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason='needs root (network namespaces)')
 
@@ -86,14 +86,8 @@ def agent_for(ns, backend, base):
 
 
 def test_the_split_form_makes_the_same_nat_decisions_as_the_one_chain(tmp_path):
-    backend = netlab.Backend('nft')     # a topology removes its backend's PATH dir when it closes
-    try:
-        topo = ExtTopology(ipv6=False, backend=backend)
-    except BaseException:
-        backend.remove()
-        raise
-    with topo:
-        node = topo.node
+    with ExtTopology.with_tools('nft', ipv6=False) as topo:
+        node, backend = topo.node, topo.backend
         # The one-chain form, as written before: (2 exceptions + 1) x 2 sources x 2 interfaces + 2 RETURN.
         flat = flat_rules()
         assert len(flat) == 14

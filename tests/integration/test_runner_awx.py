@@ -1,6 +1,6 @@
 """The site and audit plays run as AWX and Automation Platform run them:
 through ansible-runner, from a private data directory laid out as AWX lays
-it out, against the SSH fleet (tests/integration/fleetlab.py: 3 hosts in 2
+it out, against the SSH fleet (tests/lab/ipmasq_lab/fleetlab.py: 3 hosts in 2
 clusters, each a network namespace with its own sshd).
 
 - ``ansible-runner run``: what AWX's controller node (or a hybrid node) runs;
@@ -33,8 +33,7 @@ import subprocess
 
 import pytest
 
-import fleetlab
-import netlab
+from ipmasq_lab import fleetlab, netlab
 from test_fleet_ssh import EAST, WEST_V4, WEST_V6, returns
 
 RUNNER = os.path.join(netlab.VENV_BIN, 'ansible-runner')

@@ -11,7 +11,7 @@ import types
 
 import pytest
 
-import netlab
+from ipmasq_lab import netlab
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PLAYBOOK = os.path.join(HERE, 'playbooks', 'snat_sources.yml')

@@ -14,8 +14,8 @@ import json
 import os
 import subprocess
 
-import netlab
-from policy_view import CHAIN, JUMP, chain_lines, ours
+from ipmasq_lab import netlab
+from ipmasq_lab.policy_view import CHAIN, JUMP, chain_lines, ours
 from test_resync import SEED_001, Agent, lines
 
 HERE = os.path.dirname(os.path.abspath(__file__))

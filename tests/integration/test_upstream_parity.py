@@ -11,7 +11,7 @@ TestSyncMasqRulesIPv6 in ip-masq-agent_test.go), never from the code under test.
 """
 import os
 
-import netlab
+from ipmasq_lab import netlab
 from test_resync import Agent
 from test_role_sandbox import run as run_role, role_vars
 

@@ -21,8 +21,8 @@ import stat
 import subprocess
 import time
 
-import netlab
-from policy_view import CHAIN, JUMP, chain_lines
+from ipmasq_lab import netlab
+from ipmasq_lab.policy_view import CHAIN, JUMP, chain_lines
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNNER = os.path.join(HERE, 'race_run.py')

@@ -14,8 +14,9 @@ import shutil
 import subprocess
 import tempfile
 
+from ipmasq_lab import INTEGRATION, ROOT
+
 PREFIX = 'imq-'
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # IMQ_ANSIBLE_BIN: the bin/ of another ansible-core's venv (tests/versions.sh).
 VENV_BIN = os.environ.get('IMQ_ANSIBLE_BIN') or os.path.join(ROOT, '.venv', 'bin')
 COLLECTIONS = os.path.join(ROOT, 'build', 'collections')
@@ -225,7 +226,7 @@ def ansible_env(extra=None, backend=None):
     env.update({
         'ANSIBLE_COLLECTIONS_PATH': COLLECTIONS,
         'ANSIBLE_STDOUT_CALLBACK': 'imq_json',
-        'ANSIBLE_CALLBACK_PLUGINS': os.path.join(ROOT, 'tests', 'integration', 'callback_plugins'),
+        'ANSIBLE_CALLBACK_PLUGINS': os.path.join(INTEGRATION, 'callback_plugins'),
         'ANSIBLE_NOCOLOR': '1',
         'ANSIBLE_RETRY_FILES_ENABLED': '0',
         'ANSIBLE_LOCALHOST_WARNING': '0',
@@ -255,7 +256,7 @@ def tool_dir(tools):
         shutil.rmtree(path, ignore_errors=True)
 
 
-WITHOUT_TOOLS = os.path.join(ROOT, 'tests', 'integration', 'without_tools.py')
+WITHOUT_TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'without_tools.py')
 
 
 def playbook(ns, path, extra_vars=None, backend=None, check_mode=False, diff=False,

@@ -23,6 +23,7 @@ removes them again.  ``topo.probe()`` sends real TCP connections from the
 pod to every receiver and returns what source address each receiver saw.
 """
 import collections
+import contextlib
 import json
 import os
 import select
@@ -31,14 +32,11 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
+from ipmasq_lab import INTEGRATION, netlab
 
-import netlab  # noqa: E402
-
-PEER_ECHO = os.path.join(HERE, 'peer_echo.py')
-MASQ_PLAYBOOK = os.path.join(HERE, 'playbooks', 'masq_chain.yml')
+# peer_echo.py stays in tests/integration: Molecule's scenarios install it too.
+PEER_ECHO = os.path.join(INTEGRATION, 'peer_echo.py')
+MASQ_PLAYBOOK = os.path.join(INTEGRATION, 'playbooks', 'masq_chain.yml')
 NO_REPLY = 'no reply'
 PORT = 8080
 
@@ -96,6 +94,22 @@ class Topology:
         self.last_probe = None
 
     # -- life cycle ---------------------------------------------------------
+
+    @classmethod
+    @contextlib.contextmanager
+    def with_tools(cls, tools, **kwargs):
+        """``with Topology.with_tools('nft', ipv6=False) as topo:`` the topology
+        (or a subclass's) built on a fresh ``netlab.Backend(tools)``.  The
+        backend's PATH dir goes with the topology, or here when the topology
+        could not even be made."""
+        backend = netlab.Backend(tools)
+        try:
+            topo = cls(backend=backend, **kwargs)
+        except BaseException:
+            backend.remove()
+            raise
+        with topo:
+            yield topo
 
     def __enter__(self):
         try:

@@ -16,7 +16,9 @@ the test's own namespaces.
 import json
 import os
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from ipmasq_lab import INTEGRATION
+
+GOLDEN = os.path.join(INTEGRATION, 'golden')
 
 # --------------------------------------------------------------------------
 # iptables
@@ -77,7 +79,7 @@ def ipt_expect(cidrs, chain=CHAIN):
 
 
 def golden(name):
-    with open(os.path.join(HERE, 'golden', name)) as f:
+    with open(os.path.join(GOLDEN, name)) as f:
         return [line.rstrip() for line in f.read().splitlines()]
 
 
