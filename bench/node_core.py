@@ -34,11 +34,17 @@ try:
     from ansible_collections.ipmasq.agent.plugins.module_utils._core import (
         iptables as _ipt, iptables_save as _save, policy as _policy, sync as _sync,
     )
+    try:
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core import (
+            iptables_rules as _rules, iptables_tools as _tools,
+        )
+    except ImportError:         # a revision before iptables.py was split: all in it
+        _rules = _tools = _ipt
     _masq = None
     LAYOUT = '_core'
 except ImportError:             # an older revision: everything in _masq.py
     from ansible_collections.ipmasq.agent.plugins.module_utils import _masq
-    _ipt = _save = _policy = _sync = None
+    _ipt = _rules = _tools = _save = _policy = _sync = None
     LAYOUT = '_masq'
 
 CHAIN = 'IP-MASQ-AGENT'
@@ -51,7 +57,7 @@ class Core:
         self.layout = LAYOUT
         if LAYOUT == '_core':
             self.file = _ipt.__file__
-            self.restore_wait = _ipt.RESTORE_WAIT_SECONDS
+            self.restore_wait = _tools.RESTORE_WAIT_SECONDS
         else:
             self.file = _masq.__file__
             self.restore_wait = _masq.RESTORE_WAIT_SECONDS
@@ -68,7 +74,7 @@ class Core:
 
     def rules(self, pol):
         if self.layout == '_core':
-            return _ipt.chain_rules(pol, 4), '-A POSTROUTING ' + _ipt.jump_spec(pol.chain)
+            return _rules.chain_rules(pol, 4), '-A POSTROUTING ' + _rules.jump_spec(pol.chain)
         return pol.chain_rules(4), '-A POSTROUTING ' + pol.jump_spec()
 
     def chain_rule_count(self, text):
@@ -81,13 +87,13 @@ class Core:
         pol = self.policy(cidrs)
         if self.layout == '_core':
             table = _save.parse_save(text)
-            desired = _ipt.chain_rules(pol, 4)
+            desired = _rules.chain_rules(pol, 4)
             current = [r.line for r in table.rules(CHAIN)]
             return [
                 ('Policy(...) (validation: parse_cidrs)', lambda: self.policy(cidrs)),
-                ('chain_rules (render)', lambda: _ipt.chain_rules(pol, 4)),
+                ('chain_rules (render)', lambda: _rules.chain_rules(pol, 4)),
                 ('parse_save', lambda: _save.parse_save(text)),
-                ('same_rules', lambda: _ipt.same_rules(current, desired)),
+                ('same_rules', lambda: _rules.same_rules(current, desired)),
                 ('plan_present (incl. render, same_rules)', lambda: _ipt.plan_present(4, table, pol)),
             ]
         state = _masq.parse_save(text, CHAIN)

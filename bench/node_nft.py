@@ -43,6 +43,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core import (
     backends as _backends,
     nft_json as _nft_json,
     nftables as _nft,
+    nftables_rules as _nft_rules,
     policy as _policy,
     runner as _runner,
     sync as _sync,
@@ -314,7 +315,7 @@ def profile(size, repeats=10):
         docs = _nft_json.documents(text)
         table = _nft_json.parse_nft(docs[0]).get(('inet', TABLE))
         pol = _policy.Policy(nonmasquerade_cidrs=cidrs, cidr_limit=None)
-        desired = _nft.Desired(pol)
+        desired = _nft_rules.Desired(pol)
         listing = [nft(), '-j', 'list', 'table', 'inet', TABLE]
 
         def without_gc():
@@ -331,11 +332,11 @@ def profile(size, repeats=10):
             ('nft_json.parse_nft', lambda: _nft_json.parse_nft(docs[0])),
             ('Policy(...) (validation: parse_cidrs)',
              lambda: _policy.Policy(nonmasquerade_cidrs=cidrs, cidr_limit=None)),
-            ('nftables.Desired(policy) (the rules; intervals only for a write)', lambda: _nft.Desired(pol)),
+            ('nftables_rules.Desired(policy) (the rules; intervals only for a write)', lambda: _nft_rules.Desired(pol)),
             ('nftables.differences (_same_elements: the set as CIDR text)',
              lambda: _nft.differences(table, desired)),
-            ('nftables.render_live (the result\'s "before" text, made only for a change)', lambda: _nft.render_live(table)),
-            ('nftables.render_desired (the result\'s "after" text, made only for a change)', lambda: _nft.render_desired(desired)),
+            ('nftables_rules.render_live (the result\'s "before" text, made only for a change)', lambda: _nft_rules.render_live(table)),
+            ('nftables_rules.render_desired (the result\'s "after" text, made only for a change)', lambda: _nft_rules.render_desired(desired)),
             ('nftables.plan_present (Desired + differences)', lambda: _nft.plan_present(table, pol)),
             ('whole no-change run (Policy + sync)', lambda: core_sync(cidrs, 'nftables')),
             ('whole no-change run, cyclic GC off (gc.disable)', without_gc),

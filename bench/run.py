@@ -35,7 +35,7 @@ from benchlib import CHAIN, make_cidrs, median, netlab
 
 sys.path.insert(0, benchlib.COLLECTIONS)
 from ansible_collections.ipmasq.agent.plugins.module_utils import _resync_code  # noqa: E402  pylint: disable=wrong-import-position
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import iptables as _ipt  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import iptables_rules as _ipt_rules  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import COMMENTS, Policy  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.runner import make_run  # noqa: E402  pylint: disable=wrong-import-position
 
@@ -61,9 +61,9 @@ def policy_for(cidrs):
 
 def restore_payload(policy, jump=True):
     """The module's rules for IPv4 as one restore input (the floor)."""
-    lines = [':%s - [0:0]' % CHAIN] + _ipt.chain_rules(policy, 4)
+    lines = [':%s - [0:0]' % CHAIN] + _ipt_rules.chain_rules(policy, 4)
     if jump:
-        lines.append('-A POSTROUTING ' + _ipt.jump_spec(policy.chain))
+        lines.append('-A POSTROUTING ' + _ipt_rules.jump_spec(policy.chain))
     return '*nat\n' + '\n'.join(lines) + '\nCOMMIT\n'
 
 
@@ -89,7 +89,7 @@ def peer_payload(cidrs):
     lines += ['-A %s -d %s -m comment --comment "%s" -j RETURN' % (CHAIN, c, PEER_COMMENT_RET)
               for c in ['169.254.0.0/16'] + list(cidrs)]
     lines.append('-A %s -m comment --comment "%s" -j MASQUERADE' % (CHAIN, COMMENTS['docs']['masquerade']))
-    lines.append('-A POSTROUTING -m comment --comment "%s" -j %s' % (_ipt.COMMENT_JUMP % CHAIN, CHAIN))
+    lines.append('-A POSTROUTING -m comment --comment "%s" -j %s' % (_ipt_rules.COMMENT_JUMP % CHAIN, CHAIN))
     return '*nat\n' + '\n'.join(lines) + '\nCOMMIT\n'
 
 
@@ -380,7 +380,7 @@ def part_cycle(sizes, backend, workdir, cycles, baseline=None):
         variants, label = resync_variants(sub, cidrs, size, env, baseline)
         spec = {'size': size, 'cycles': cycles, 'ours': variants,
                 'writes_file': writes, 'payload_file': payload, 'python': benchlib.NODE_PYTHON,
-                'jump_args': shlex.split(_ipt.jump_spec(policy.chain))}
+                'jump_args': shlex.split(_ipt_rules.jump_spec(policy.chain))}
         spec_path = os.path.join(sub, 'spec.json')
         benchlib.write_json(spec_path, spec)
         with netlab.Netns('cycle') as ns:

@@ -32,7 +32,7 @@ import re
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.xtables_kernel import chains as kernel_chains
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import PROC_TABLES, Tools, read_proc
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import PROC_TABLES, Tools, read_proc
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import parse_save
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import (
     involves,

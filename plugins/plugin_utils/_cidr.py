@@ -1,4 +1,8 @@
 # Private to the ipmasq.agent collection: not a public API, it may change without notice.
+# One file over 500 lines on purpose: the filters' one CIDR library. The types and
+# messages every filter shares, the parser, Aggregate and overlaps use one another's
+# helpers (check_*, listing, cidr_text), and every filter and test imports it by this
+# name (tests/unit/plugins/filter: test_plugin_docs_match_code, test_filters_without_netaddr).
 """Shared logic of the ipmasq.agent CIDR filter and test plugins.
 
 Parsing is strict and reports every problem of a list at once. The plugins

@@ -23,7 +23,7 @@ CORE = os.path.join(netlab.ROOT, 'plugins', 'module_utils', '_core')
 PKG = 'ansible_collections/ipmasq/agent/plugins/module_utils/_core'
 # What the resync imports: the modules the role must have installed (the
 # resync_code module installs every module of the package).
-RESYNC_NEEDS = ('resync', 'config', 'yamlsubset', 'golang', 'errors', 'fileio', 'iptables', 'iptables_save',
+RESYNC_NEEDS = ('resync', 'config', 'yamlsubset', 'golang', 'errors', 'fileio', 'iptables', 'iptables_rules', 'iptables_tools', 'iptables_save',
                 'policy', 'cidrs', 'ranges', 'runner', 'sync', 'lock')
 
 

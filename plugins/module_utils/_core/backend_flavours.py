@@ -27,12 +27,9 @@ __metaclass__ = type
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import xtables_kernel
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Backend
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import (
-    PROC_TABLES,
-    TOOLS,
-    IptablesBackend,
-    jump_spec,
-)
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_rules import jump_spec
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import PROC_TABLES, TOOLS
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import FAMILIES
 
 # The iptables flavours (as iptables-save names them) and their own tools' prefix.

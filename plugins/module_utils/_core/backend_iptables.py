@@ -18,7 +18,8 @@ __metaclass__ = type
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Backend
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import PROC_TABLES, IptablesBackend
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import PROC_TABLES
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import FAMILIES
 
 NOT_FOUND = 'iptables-save/iptables-restore not found: no iptables chain to remove.'

@@ -6,7 +6,8 @@
 # NOTE: private to the ipmasq.agent collection; not a public API.
 """The ``nftables`` backend (``backend.Backend``): our own table ``inet <chain
 in lower case>``, written in one ``nft -j -f -`` transaction
-(``nftables.py`` holds the table and the tool).
+(``nftables_rules.py`` spells the table, ``nftables.py`` plans, ``nft_tools.py``
+runs nft).
 
 Standard library only: this file runs on managed nodes.
 """
@@ -18,16 +19,9 @@ __metaclass__ = type
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import drift as rule_drift
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Backend
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables import (
-    Desired,
-    NftTools,
-    delete_commands,
-    missing_nft,
-    plan_absent,
-    plan_present,
-    table_label,
-    table_name,
-)
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_tools import NftTools, missing_nft
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables import plan_absent, plan_present
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_rules import Desired, delete_commands, table_label, table_name
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import Step
 
 

@@ -20,7 +20,7 @@ __metaclass__ = type
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import rule_key
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import render_rule
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables import CHAIN, canonical_text, element_texts
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_rules import CHAIN, canonical_text, element_texts
 
 
 def _same(text):
@@ -70,7 +70,7 @@ def iptables_chain(live, wanted):
 
 def nft_table(table, desired):
     """Our nftables table as read (``nft_json.NftTable``) against the one
-    wanted (``nftables.Desired``): ``{'rules': compare(...), 'sets': {name:
+    wanted (``nftables_rules.Desired``): ``{'rules': compare(...), 'sets': {name:
     {'missing': [...], 'extra': [...]}}}`` with the rules of our chain in nft
     syntax and the elements of each set that differs as nft lists them.
     None when the table cannot be read as JSON."""

@@ -52,7 +52,7 @@ def supports_random_fully(version):
 
 class IptablesLayout:
     """How many rules iptables takes for one family of a policy, and in
-    which form; ``iptables.chains`` writes it (one decision, here).
+    which form; ``iptables_rules.chains`` writes it (one decision, here).
 
     The flat form is the upstream agent's one chain, with each rewriting
     rule written for every source and interface pair and, with to_ports,

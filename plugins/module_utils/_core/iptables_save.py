@@ -231,7 +231,7 @@ def parse_save(text):
 
 def rule_key(line):
     """A rule's words: the same rule whatever its quoting or spacing; a line
-    that does not split stands for itself.  What ``iptables.same_rule`` and the
+    that does not split stands for itself.  What ``iptables_rules.same_rule`` and the
     drift report (``drift.py``) compare."""
     try:
         return tuple(split_rule(line))

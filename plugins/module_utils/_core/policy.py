@@ -4,12 +4,16 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 #
 # NOTE: private to the ipmasq.agent collection; not a public API.
+#
+# One file over 500 lines on purpose: the Policy class and the validation of
+# each option it is built from (chain names, ports, snat_to, interfaces, CIDR
+# lists); one meaning, used by every backend, the module, the role and the resync.
 """The SNAT policy: what a node should do, validated, and nothing about how.
 
 A :class:`Policy` is data only: the meaning (what is kept, rewritten, to
-what, for whom).  Each backend holds its spelling: ``iptables.py`` and
+what, for whom).  Each backend holds its spelling: ``iptables_rules.py`` and
 ``iptables_layout.py`` (its rule forms, counts, limit and version quirks),
-``nftables.py``.  The module, the role and the node-side resync all build
+``nftables_rules.py``.  The module, the role and the node-side resync all build
 one here.  The rule comments stay here: both backends write them.
 
 Standard library only: this file runs on managed nodes.
@@ -47,7 +51,7 @@ DEFAULT_CHAIN = 'IP-MASQ-AGENT'
 FAMILIES = (4, 6)
 JUMP_POSITIONS = ('append', 'first')
 # docs: the rules as the Kubernetes docs (and the seed listings) show them;
-# upstream: as the current upstream agent (v2.12) writes them (iptables.py).
+# upstream: as the current upstream agent (v2.12) writes them (iptables_rules.py).
 RULE_FORMATS = ('docs', 'upstream')
 
 CHAIN_NAME_MAX = 28  # XT_EXTENSION_MAXNAMELEN - 1

@@ -4,6 +4,10 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 #
 # NOTE: private to the ipmasq.agent collection; not a public API.
+#
+# One file over 500 lines on purpose: it is the node-side program, each cycle a
+# fresh python3 that pays for every module it imports; its parts (log, state
+# file, cycle, command line) are used nowhere else.
 """The node-side resync: one cycle of the Kubernetes ip-masq-agent, run by systemd.
 
 The role installs the collection's core package (this folder) under

@@ -4,6 +4,10 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 #
 # NOTE: private to the ipmasq.agent collection; not a public API.
+#
+# One file over 500 lines on purpose: one parser. The line scanner, the block
+# and flow readers and go-yaml v2's scalar resolution share its state (line,
+# depth, anchors, the alias budget); split, each part would need the others.
 """A strict reader for the YAML subset agent config files use.
 
 Block mappings and sequences, flow ``[...]`` and ``{...}``, plain and quoted

@@ -19,7 +19,7 @@ __metaclass__ = type
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables import NftTools
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_tools import NftTools
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import Plan, Step, locked
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups import Backups
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups import DEFAULT_BACKUP_DIR, plan_restore

@@ -12,7 +12,7 @@ import os
 import pytest
 
 from ansible_collections.ipmasq.agent.plugins.module_utils import _snat_audit as a
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import iptables, nft_json
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import iptables_rules, nft_json
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy
 
@@ -31,8 +31,8 @@ def ours_save(family=4, chain=CHAIN, jump=True, **policy):
     p = Policy(chain=chain, ipv6=family == 6, **policy)
     lines = ['*nat', ':POSTROUTING ACCEPT [0:0]', ':%s - [0:0]' % chain]
     if jump:
-        lines.append('-A POSTROUTING ' + iptables.jump_spec(p.chain))
-    lines += iptables.chain_rules(p, family) + ['COMMIT', '']
+        lines.append('-A POSTROUTING ' + iptables_rules.jump_spec(p.chain))
+    lines += iptables_rules.chain_rules(p, family) + ['COMMIT', '']
     return '\n'.join(lines)
 
 

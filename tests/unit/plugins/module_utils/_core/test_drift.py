@@ -4,7 +4,7 @@ ipv4.drift and nftables.drift are checked in tests/integration
 (test_extensions.py, the drift repairs; test_fleet_ssh.py, the fleet report)."""
 from test_nftables import IFACES, _one_interface_less, _sets_in_nft_order, listed  # pylint: disable=import-error
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import drift, nftables
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import drift, nftables, nftables_rules
 
 A = '-A IP-MASQ-AGENT -d 10.0.0.0/8 -m comment --comment "ip-masq-agent: x" -j RETURN'
 B = '-A IP-MASQ-AGENT -d 192.0.2.0/24 -j RETURN'
@@ -52,7 +52,7 @@ def test_an_nft_rule_whose_anonymous_set_nft_lists_in_its_own_order_is_not_drift
     """A table rewritten for another reason names only what really differs:
     the rule with ``{ "b0", "lo", "eth0" }`` is the rule sent as
     ``{ "eth0", "b0", "lo" }`` (as nftables.same_rules compares)."""
-    desired = nftables.Desired(IFACES)
+    desired = nftables_rules.Desired(IFACES)
     found = drift.nft_table(listed(desired, _sets_in_nft_order), desired)
     assert found['rules'] == {'missing': [], 'extra': [], 'reordered': False}
     found = drift.nft_table(listed(desired, _one_interface_less), desired)

@@ -6,7 +6,7 @@ import types
 
 import pytest
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import cidrs, errors, iptables, iptables_save, policy, ranges
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import cidrs, errors, iptables, iptables_rules, iptables_save, iptables_tools, policy, ranges
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import sync as core_sync
 
 m = types.SimpleNamespace(
@@ -17,11 +17,11 @@ m = types.SimpleNamespace(
 
 
 def rules_of(pol, family=4):
-    return iptables.chain_rules(pol, family)
+    return iptables_rules.chain_rules(pol, family)
 
 
 def jump_of(pol):
-    return iptables.jump_spec(pol.chain)
+    return iptables_rules.jump_spec(pol.chain)
 
 
 def parse(text):
@@ -200,8 +200,8 @@ def test_single_port_and_single_range_have_no_statistic():
 
 
 def test_probability_text_matches_kernel_rounding():
-    assert iptables.probability_text(0.5) == '0.50000000000'
-    assert iptables.probability_text(1 / 3) == '0.33333333349'
+    assert iptables_rules.probability_text(0.5) == '0.50000000000'
+    assert iptables_rules.probability_text(1 / 3) == '0.33333333349'
 
 
 # ------------------------------------------------------------------- parsing
@@ -258,7 +258,7 @@ def test_plan_quoting_differences_are_not_drift():
 def test_plan_from_scratch_is_one_transaction():
     pol = m.Policy(nonmasquerade_cidrs=['10.0.0.0/8'])
     plan = m.plan_present(4, parse(save_text(chains=())), pol)
-    assert iptables.payload(plan.lines) == '\n'.join(
+    assert iptables_tools.payload(plan.lines) == '\n'.join(
         ['*nat', ':IP-MASQ-AGENT - [0:0]'] + rules_of(pol)
         + ['-A POSTROUTING ' + jump_of(pol), 'COMMIT', ''])
 

@@ -3,7 +3,7 @@
 Before, each rewriting rule was written for every source and interface pair
 and, with to_ports, per protocol and port range: (exceptions + 1) x sources x
 interfaces x (3 x port ranges + 1) rules, so a 15 KB config became 280,000
-rules.  Now (policy.IptablesLayout, iptables.chains) the gates and the rewrite
+rules.  Now (policy.IptablesLayout, iptables_rules.chains) the gates and the rewrite
 are sub-chains reached with -g when that takes fewer rules, the one chain as
 before otherwise; and a policy whose iptables form is over
 policy.IPTABLES_RULE_LIMIT is refused before anything is written.  Pure
@@ -13,7 +13,7 @@ import itertools
 
 import pytest
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import iptables, iptables_save, policy
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import iptables, iptables_rules, iptables_save, policy
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import sync as core_sync
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import IPTABLES_RULE_LIMIT, Policy
@@ -55,9 +55,9 @@ def save_text(*rules, chains=()):
 
 
 def converged(pol, family=4):
-    wanted = iptables.chains(pol, family)
-    return iptables_save.parse_save(save_text('-A POSTROUTING ' + iptables.jump_spec(pol.chain),
-                                              *iptables.chain_rules(pol, family), chains=list(wanted)))
+    wanted = iptables_rules.chains(pol, family)
+    return iptables_save.parse_save(save_text('-A POSTROUTING ' + iptables_rules.jump_spec(pol.chain),
+                                              *iptables_rules.chain_rules(pol, family), chains=list(wanted)))
 
 
 # --------------------------------------------------------------------------
@@ -66,12 +66,12 @@ def converged(pol, family=4):
 
 def test_the_280000_rule_shape_now_takes_a_sum():
     pol = big_shape()
-    rules = iptables.chain_rules(pol, 4)
+    rules = iptables_rules.chain_rules(pol, 4)
     # 20 interface rules + 20 source rules + 699 exceptions + the final rule + 2 RETURN (link-local, 10/8).
     assert len(rules) == 20 + 20 + 699 + 1 + 2
     layout = pol.iptables_layout(4)
     assert layout.count == len(rules) and layout.flat_count == 700 * 20 * 20 + 2
-    assert list(iptables.chains(pol, 4)) == [CHAIN, SUBS[0], SUBS[1]]
+    assert list(iptables_rules.chains(pol, 4)) == [CHAIN, SUBS[0], SUBS[1]]
 
 
 COUNTS = list(itertools.product(range(4), range(4), range(4), range(3)))
@@ -84,7 +84,7 @@ def test_the_count_is_what_is_written_and_grows_by_a_sum(n_sources, n_interfaces
                  out_interfaces=interfaces(n_interfaces), to_ports=ports(n_ports))
     for family in (4, 6):
         layout = pol.iptables_layout(family)
-        written = iptables.chains(pol, family)
+        written = iptables_rules.chains(pol, family)
         assert layout.count == sum(len(r) for r in written.values()) <= layout.flat_count
         kept = len(pol.kept(family))
         n_src = len(pol.sources[family])
@@ -106,7 +106,7 @@ def test_masquerade_only_counts(n_listed, n_sources, n_ports):
     pol = Policy(ipv6=True, masquerade_cidrs=listed, source_cidrs=sources(n_sources) + ['fd00:244::/48'] * bool(n_sources),
                  to_ports=ports(n_ports), snat_to=['203.0.113.7'], snat_to_require_local=False)
     layout = pol.iptables_layout(4)
-    assert layout.count == len(iptables.chain_rules(pol, 4)) <= layout.flat_count
+    assert layout.count == len(iptables_rules.chain_rules(pol, 4)) <= layout.flat_count
     assert layout.count <= n_sources + n_listed + 1 + 3 * n_ports + 1
 
 
@@ -130,13 +130,13 @@ def test_no_extension_and_simple_extensions_keep_the_one_chain(kwargs):
     pol = Policy(**kwargs)
     layout = pol.iptables_layout(4)
     assert not layout.split and layout.count == layout.flat_count
-    assert list(iptables.chains(pol, 4)) == [CHAIN]
-    assert all(rule.startswith('-A %s ' % CHAIN) and ' -g ' not in rule for rule in iptables.chain_rules(pol, 4))
+    assert list(iptables_rules.chains(pol, 4)) == [CHAIN]
+    assert all(rule.startswith('-A %s ' % CHAIN) and ' -g ' not in rule for rule in iptables_rules.chain_rules(pol, 4))
 
 
 def test_exceptions_with_to_ports_write_the_rewrite_once():
     pol = Policy(nonmasquerade_cidrs=['10.0.0.0/8'], exception_cidrs=exceptions(3), to_ports=ports(2))
-    written = iptables.chains(pol, 4)
+    written = iptables_rules.chains(pol, 4)
     assert list(written) == [CHAIN, 'IP-MASQ-AGENT-REWRITE']
     # 3 exceptions + 2 RETURN + the final rule, all going to the rewrite; it holds 3 x 2 + 1 rules.
     assert [r.split(' -g ')[-1] if ' -g ' in r else r.rsplit(' ', 1)[-1] for r in written[CHAIN]] == (
@@ -150,7 +150,7 @@ def test_exceptions_with_to_ports_write_the_rewrite_once():
 def test_one_list_of_gates_goes_straight_to_the_policy():
     pol = Policy(nonmasquerade_cidrs=['10.0.0.0/8'], exception_cidrs=exceptions(2), source_cidrs=sources(1),
                  out_interfaces=interfaces(3))
-    written = iptables.chains(pol, 4)
+    written = iptables_rules.chains(pol, 4)
     assert list(written) == [CHAIN, 'IP-MASQ-AGENT-POLICY']
     assert written[CHAIN] == [
         '-A IP-MASQ-AGENT -s 10.100.0.0/16 -o eth%d -m comment --comment "ip-masq-agent: traffic from a listed source '
@@ -272,8 +272,8 @@ def test_from_scratch_the_sub_chains_come_first_in_one_transaction():
 
 def test_drift_in_a_sub_chain_rewrites_that_chain_only():
     pol = Policy(**SPLIT)
-    text = save_text('-A POSTROUTING ' + iptables.jump_spec(CHAIN),
-                     *[r for r in iptables.chain_rules(pol, 4) if not r.startswith('-A IP-MASQ-AGENT-POLICY ')],
+    text = save_text('-A POSTROUTING ' + iptables_rules.jump_spec(CHAIN),
+                     *[r for r in iptables_rules.chain_rules(pol, 4) if not r.startswith('-A IP-MASQ-AGENT-POLICY ')],
                      chains=(CHAIN,) + SUBS)
     plan = iptables.plan_present(4, iptables_save.parse_save(text), pol)
     assert plan.actions == ['rewrite chain IP-MASQ-AGENT-POLICY (0 rules -> 5 rules)']
@@ -285,12 +285,12 @@ def test_back_to_the_one_chain_deletes_the_sub_chains_after_the_rewrite():
     split = Policy(**SPLIT)
     flat = Policy(nonmasquerade_cidrs=['10.0.0.0/8'], source_cidrs=sources(1))
     plan = iptables.plan_present(4, converged(split), flat)
-    assert plan.lines == ([':IP-MASQ-AGENT - [0:0]'] + iptables.chain_rules(flat, 4)
+    assert plan.lines == ([':IP-MASQ-AGENT - [0:0]'] + iptables_rules.chain_rules(flat, 4)
                           + [':%s - [0:0]' % s for s in SUBS] + ['-X %s' % s for s in SUBS])
     assert plan.kinds == ['chain_rules'] + ['chain_unwanted'] * 3
     # The undo of a written policy (a backend switch) removes every chain it wrote.
     undo = iptables.plan_present(4, iptables_save.parse_save(save_text()), split).undo_lines()
-    assert undo == (['-D POSTROUTING ' + iptables.jump_spec(CHAIN)] + [':%s - [0:0]' % c for c in (CHAIN,) + SUBS]
+    assert undo == (['-D POSTROUTING ' + iptables_rules.jump_spec(CHAIN)] + [':%s - [0:0]' % c for c in (CHAIN,) + SUBS]
                     + ['-X %s' % c for c in (CHAIN,) + SUBS])
 
 
@@ -298,15 +298,15 @@ def test_absent_removes_the_chain_and_its_sub_chains_and_can_put_them_back():
     pol = Policy(**SPLIT)
     table = converged(pol)
     plan = iptables.plan_absent(4, table, CHAIN)
-    assert plan.lines == (['-D POSTROUTING ' + iptables.jump_spec(CHAIN)]
+    assert plan.lines == (['-D POSTROUTING ' + iptables_rules.jump_spec(CHAIN)]
                           + [':%s - [0:0]' % c for c in (CHAIN,) + SUBS] + ['-X %s' % c for c in (CHAIN,) + SUBS])
     assert plan.actions == ['remove 1 POSTROUTING jump(s) to IP-MASQ-AGENT',
                             'delete chain IP-MASQ-AGENT and its sub-chains %s' % ', '.join(SUBS)]
-    assert plan.rules == iptables.chain_rules(pol, 4)
+    assert plan.rules == iptables_rules.chain_rules(pol, 4)
     undo = plan.undo_lines()
     assert undo[:4] == [':%s - [0:0]' % c for c in (CHAIN,) + SUBS]
-    assert undo[4:-1] == iptables.chain_rules(pol, 4)
-    assert undo[-1] == '-I POSTROUTING 1 ' + iptables.jump_spec(CHAIN)
+    assert undo[4:-1] == iptables_rules.chain_rules(pol, 4)
+    assert undo[-1] == '-I POSTROUTING 1 ' + iptables_rules.jump_spec(CHAIN)
 
 
 def test_a_sub_chain_that_is_not_ours_is_refused_or_left_alone():

@@ -13,9 +13,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import (
     backends,
     iptables,
+    iptables_rules,
     iptables_save,
     metrics as m,
     nftables,
+    nftables_rules,
     policy,
     resync as r,
 )
@@ -213,13 +215,13 @@ def test_rules_in_place_nftables_counts_the_rules_each_family_can_meet():
     four = policy.Policy(nonmasquerade_cidrs=['10.0.0.0/8'])
     counts = m.rules_in_place({'selected_backend': 'nftables'}, four)
     # fib local, link-local, the set, masquerade (meta nfproto ipv4)
-    assert counts[('ipv4', 'nftables')] == len(nftables.Desired(four).rules) == 4
+    assert counts[('ipv4', 'nftables')] == len(nftables_rules.Desired(four).rules) == 4
     assert counts[('ipv6', 'nftables')] == 0 and counts[('ipv4', 'iptables')] == 0
     both = policy.Policy(nonmasquerade_cidrs=['10.0.0.0/8', 'fd00::/8'], ipv6=True)
     counts = m.rules_in_place({'selected_backend': 'nftables'}, both)
     # fib local and the masquerade are both families'; link-local and the set one family's each.
     assert (counts[('ipv4', 'nftables')], counts[('ipv6', 'nftables')]) == (4, 4)
-    assert len(nftables.Desired(both).rules) == 6
+    assert len(nftables_rules.Desired(both).rules) == 6
     assert m.rules_in_place({'selected_backend': None}, both) == dict.fromkeys(counts, 0)
 
 
@@ -236,8 +238,8 @@ def save(*rules, chains=('IP-MASQ-AGENT',)):
 
 
 POL = policy.Policy(nonmasquerade_cidrs=['10.0.0.0/8'])
-JUMP = '-A POSTROUTING ' + iptables.jump_spec(POL.chain)
-CHAIN_RULES = iptables.chain_rules(POL, 4)
+JUMP = '-A POSTROUTING ' + iptables_rules.jump_spec(POL.chain)
+CHAIN_RULES = iptables_rules.chain_rules(POL, 4)
 
 
 @pytest.mark.parametrize('rules,chains,pol,kinds', [

@@ -12,7 +12,7 @@ import struct
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends, nfnetlink, nftables, policy, sync
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends, intervals, nfnetlink, nftables, nftables_rules, policy, sync
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import parse_nft
 
@@ -27,13 +27,13 @@ LOCAL = 'fib daddr type local return comment "ip-masq-agent: local destinations 
 # --------------------------------------------------------------------------
 
 def iv(cidr, family=4):
-    return nftables.cidr_interval(cidr, family)
+    return intervals.cidr_interval(cidr, family)
 
 
 def test_merge_joins_overlapping_contained_and_adjacent_intervals():
-    merged = nftables.merge([iv('172.24.0.0/13'), iv('10.1.0.0/16'), iv('10.0.0.0/8'), iv('172.16.0.0/13'),
+    merged = intervals.merge([iv('172.24.0.0/13'), iv('10.1.0.0/16'), iv('10.0.0.0/8'), iv('172.16.0.0/13'),
                              iv('192.168.1.7/32'), iv('192.168.1.8/32')])
-    assert [(nftables.interval_element(a, b, 4)) for a, b in merged] == [
+    assert [(nftables_rules.interval_element(a, b, 4)) for a, b in merged] == [
         {'prefix': {'addr': '10.0.0.0', 'len': 8}},
         {'prefix': {'addr': '172.16.0.0', 'len': 12}},
         {'range': ['192.168.1.7', '192.168.1.8']},
@@ -41,13 +41,13 @@ def test_merge_joins_overlapping_contained_and_adjacent_intervals():
 
 
 def test_interval_element_forms():
-    assert nftables.interval_element(*iv('10.0.0.0/8'), family=4) == {'prefix': {'addr': '10.0.0.0', 'len': 8}}
-    assert nftables.interval_element(*iv('192.0.2.7/32'), family=4) == '192.0.2.7'
-    assert nftables.interval_element(*iv('fd00::/8', 6), family=6) == {'prefix': {'addr': 'fd00::', 'len': 8}}
-    assert nftables.interval_element(*iv('2001:db8::1/128', 6), family=6) == '2001:db8::1'
+    assert nftables_rules.interval_element(*iv('10.0.0.0/8'), family=4) == {'prefix': {'addr': '10.0.0.0', 'len': 8}}
+    assert nftables_rules.interval_element(*iv('192.0.2.7/32'), family=4) == '192.0.2.7'
+    assert nftables_rules.interval_element(*iv('fd00::/8', 6), family=6) == {'prefix': {'addr': 'fd00::', 'len': 8}}
+    assert nftables_rules.interval_element(*iv('2001:db8::1/128', 6), family=6) == '2001:db8::1'
     first = iv('172.16.0.0/12')[0]
     last = iv('172.32.0.0/12')[1]
-    assert nftables.interval_element(first, last, 4) == {'range': ['172.16.0.0', '172.47.255.255']}
+    assert nftables_rules.interval_element(first, last, 4) == {'range': ['172.16.0.0', '172.47.255.255']}
 
 
 @pytest.mark.parametrize('elem,family,want', [
@@ -59,19 +59,19 @@ def test_interval_element_forms():
 ])
 def test_element_interval_reads_every_form_nft_lists(elem, family, want):
     net = ipaddress.ip_network(want)
-    assert nftables.element_interval(elem, family) == (int(net.network_address), int(net.broadcast_address))
+    assert nftables_rules.element_interval(elem, family) == (int(net.network_address), int(net.broadcast_address))
 
 
 @pytest.mark.parametrize('elem', [{'concat': ['a', 'b']}, 'not-an-address', {'prefix': {'addr': 'x', 'len': 8}}, 7])
 def test_element_interval_of_something_else_is_none(elem):
-    assert nftables.element_interval(elem, 4) is None
+    assert nftables_rules.element_interval(elem, 4) is None
 
 
 def test_element_text_lists_a_host_prefix_bare_in_each_family():
-    assert nftables.element_text({'prefix': {'addr': '10.1.2.3', 'len': 32}}) == '10.1.2.3'
-    assert nftables.element_text({'prefix': {'addr': 'fd00::', 'len': 32}}) == 'fd00::/32'
-    assert nftables.element_text({'prefix': {'addr': 'fd00::1', 'len': 128}}) == 'fd00::1'
-    assert nftables.element_text({'range': ['10.0.0.1', '10.0.0.9']}) == '10.0.0.1-10.0.0.9'
+    assert nftables_rules.element_text({'prefix': {'addr': '10.1.2.3', 'len': 32}}) == '10.1.2.3'
+    assert nftables_rules.element_text({'prefix': {'addr': 'fd00::', 'len': 32}}) == 'fd00::/32'
+    assert nftables_rules.element_text({'prefix': {'addr': 'fd00::1', 'len': 128}}) == 'fd00::1'
+    assert nftables_rules.element_text({'range': ['10.0.0.1', '10.0.0.9']}) == '10.0.0.1-10.0.0.9'
 
 
 @settings(max_examples=200, deadline=None)
@@ -79,13 +79,13 @@ def test_element_text_lists_a_host_prefix_bare_in_each_family():
        st.lists(st.integers(0, 2 ** 32 - 1), min_size=1, max_size=30))
 def test_merged_set_holds_exactly_the_union_of_the_cidrs(nets, probes):
     cidrs = [str(ipaddress.ip_network((addr, plen), strict=False)) for addr, plen in nets]
-    elements = [nftables.interval_element(a, b, 4) for a, b in nftables.merge(iv(c) for c in cidrs)]
-    intervals = [nftables.element_interval(e, 4) for e in elements]
+    elements = [nftables_rules.interval_element(a, b, 4) for a, b in intervals.merge(iv(c) for c in cidrs)]
+    held = [nftables_rules.element_interval(e, 4) for e in elements]
     # disjoint, sorted, not adjacent: what auto-merge keeps
-    assert all(b[0] > a[1] + 1 for a, b in zip(intervals, intervals[1:]))
+    assert all(b[0] > a[1] + 1 for a, b in zip(held, held[1:]))
     for probe in probes + [int(ipaddress.ip_network(c).network_address) for c in cidrs]:
         inside = any(ipaddress.ip_address(probe) in ipaddress.ip_network(c) for c in cidrs)
-        assert inside == any(a <= probe <= b for a, b in intervals)
+        assert inside == any(a <= probe <= b for a, b in held)
 
 
 # --------------------------------------------------------------------------
@@ -93,18 +93,18 @@ def test_merged_set_holds_exactly_the_union_of_the_cidrs(nets, probes):
 # --------------------------------------------------------------------------
 
 def test_desired_defaults():
-    desired = nftables.Desired(policy.Policy())
+    desired = nftables_rules.Desired(policy.Policy())
     assert desired.name == 'ip-masq-agent' and desired.families == (4,)
     assert desired.rule_texts() == [LOCAL, 'ip daddr 169.254.0.0/16 ' + RET, 'ip daddr @nonmasq-ipv4 ' + RET,
                                     'meta nfproto ipv4 masquerade ' + MASQ]
-    assert [nftables.element_text(e) for e in desired.elements['nonmasq-ipv4']] == [
+    assert [nftables_rules.element_text(e) for e in desired.elements['nonmasq-ipv4']] == [
         '10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16']
 
 
 def test_desired_ipv6_link_local_masqueraded_random_fully_and_ports():
     pol = policy.Policy(nonmasquerade_cidrs=['10.0.0.0/8', 'fd00::/8'], ipv6=True, masq_link_local=True,
                         random_fully=True, to_ports=['1024-29999', '40000', '50000-65535'], chain='MY-SNAT')
-    desired = nftables.Desired(pol)
+    desired = nftables_rules.Desired(pol)
     protos = 'meta l4proto { tcp, udp, sctp }'
     assert desired.name == 'my-snat'
     assert desired.rule_texts() == [
@@ -117,12 +117,12 @@ def test_desired_ipv6_link_local_masqueraded_random_fully_and_ports():
 
 
 def test_desired_upstream_format_comments_and_fully_random_by_default():
-    desired = nftables.Desired(policy.Policy(rule_format='upstream'))
+    desired = nftables_rules.Desired(policy.Policy(rule_format='upstream'))
     texts = desired.rule_texts()
     assert texts[1] == 'ip daddr 169.254.0.0/16 return comment "ip-masq-agent: local traffic is not subject to MASQUERADE"'
     assert texts[-1] == ('meta nfproto ipv4 masquerade fully-random comment "ip-masq-agent: outbound traffic is '
                          'subject to MASQUERADE (must be last in chain)"')
-    assert nftables.Desired(policy.Policy(rule_format='upstream', random_fully=False)).rule_texts()[-1].startswith(
+    assert nftables_rules.Desired(policy.Policy(rule_format='upstream', random_fully=False)).rule_texts()[-1].startswith(
         'meta nfproto ipv4 masquerade comment')
 
 
@@ -133,8 +133,8 @@ def test_every_comment_fits_nft():
 
 
 def test_commands_replace_the_table_whole_in_one_transaction():
-    desired = nftables.Desired(policy.Policy(nonmasquerade_cidrs=['10.0.0.0/8']))
-    commands = nftables.replace_commands(desired)
+    desired = nftables_rules.Desired(policy.Policy(nonmasquerade_cidrs=['10.0.0.0/8']))
+    commands = nftables_rules.replace_commands(desired)
     ident = {'table': {'family': 'inet', 'name': 'ip-masq-agent'}}
     assert commands[:3] == [{'add': ident}, {'delete': ident}, {'add': ident}]
     kinds = [next(iter(c['add'])) for c in commands[3:]]
@@ -212,13 +212,13 @@ def _priority(items):
     (_priority, ['chain postrouting is not a nat postrouting chain at priority srcnat']),
 ])
 def test_differences(mutate, diff):
-    desired = nftables.Desired(POL)
+    desired = nftables_rules.Desired(POL)
     assert nftables.differences(listed(desired, mutate), desired) == diff
 
 
 def test_the_rules_as_nft_lists_them_compare_equal_to_the_ones_sent():
     """nft lists a single flag as a string, not a list: still in sync."""
-    desired = nftables.Desired(POL)
+    desired = nftables_rules.Desired(POL)
     table = listed(desired)
     assert table.rules['postrouting'][-1]['expr'][-1] == {'masquerade': {'flags': 'fully-random'}}
     assert nftables.differences(table, desired) == []
@@ -248,7 +248,7 @@ def test_anonymous_sets_compare_as_sets():
     """An anonymous set is the same set in any order: a table nft lists with
     its sets in another order is in sync (it was rewritten on every run);
     a set with another member is not."""
-    desired = nftables.Desired(IFACES)
+    desired = nftables_rules.Desired(IFACES)
     assert desired.rules[0][0][0]['match']['right'] == {'set': ['eth0', 'b0', 'lo']}
     table = listed(desired, _sets_in_nft_order)
     assert table.rules['postrouting'][0]['expr'][0]['match']['right'] == {'set': ['b0', 'lo', 'eth0']}
@@ -270,11 +270,11 @@ def test_anonymous_sets_compare_as_sets():
     ({'set': {'name': 'x', 'elem': ['b', 'a']}}, {'set': {'name': 'x', 'elem': ['b', 'a']}}),
 ])
 def test_canonical_expr(expr, want):
-    assert nftables.canonical_expr(expr) == want
+    assert nftables_rules.canonical_expr(expr) == want
 
 
 def test_ownership():
-    desired = nftables.Desired(POL)
+    desired = nftables_rules.Desired(POL)
     assert nftables.is_ours(listed(desired))
     assert nftables.is_ours(listed(desired, _no_rules)), 'ours with its rules flushed'
     foreign = parse_nft({'nftables': [{'table': {'family': 'inet', 'name': 'ip-masq-agent'}},
@@ -291,7 +291,7 @@ def test_ownership():
 
 
 def test_plans():
-    desired = nftables.Desired(POL)
+    desired = nftables_rules.Desired(POL)
     assert not nftables.plan_present(listed(desired), POL).changed
     create = nftables.plan_present(None, POL)
     assert create.actions == ['create table inet ip-masq-agent (nonmasq-ipv4: 2 element(s))']

@@ -1,6 +1,6 @@
 """Unit tests of the extensions' pure logic (issue 11): the options'
 validation (policy.py), the rules each backend wants for them
-(iptables.chain_rules, nftables.Desired), the config file's extension keys
+(iptables_rules.chain_rules, nftables_rules.Desired), the config file's extension keys
 (config.py) and the node's own addresses for snat_to (addresses.py), read
 from fixed /proc texts.  The expected rules are written out by hand from the
 semantics of the options; tests/integration/test_extensions.py proves them
@@ -10,7 +10,7 @@ import ipaddress
 
 import pytest
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import addresses, config, iptables, nftables
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import addresses, config, iptables_rules, nftables_rules
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import ConfigError, MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy
 
@@ -63,9 +63,9 @@ def test_no_extension_keeps_the_seed_rules():
     pol = Policy(nonmasquerade_cidrs=['172.16.0.0/16', '10.168.0.0/16'], masq_link_local=True)
     assert not pol.extended
     # Seed 000, as iptables-save prints it.
-    assert iptables.chain_rules(pol, 4) == [
+    assert iptables_rules.chain_rules(pol, 4) == [
         ret('172.16.0.0/16'), ret('10.168.0.0/16'), ipt('', C_MASQ, '-j MASQUERADE')]
-    desired = nftables.Desired(pol)
+    desired = nftables_rules.Desired(pol)
     assert desired.set_cidrs == {'nonmasq-ipv4': (4, ['172.16.0.0/16', '10.168.0.0/16'])}
     assert desired.rule_texts() == [
         LOCAL, nft_ret('ip daddr @nonmasq-ipv4'), nft('meta nfproto ipv4 masquerade', C_MASQ)]
@@ -188,7 +188,7 @@ def test_iptables_exceptions_sources_and_two_interfaces():
     layout = pol.iptables_layout(4)
     assert layout.split and layout.two_gates and not layout.rewrite_chain
     assert (layout.count, layout.flat_count) == (8, 10)
-    assert iptables.chain_rules(pol, 4) == [
+    assert iptables_rules.chain_rules(pol, 4) == [
         ipt('-o eth0', to_sources, '-g IP-MASQ-AGENT-SOURCES'),
         ipt('-o eth1', to_sources, '-g IP-MASQ-AGENT-SOURCES'),
         ipt('-s 10.244.0.0/16', gate, '-g IP-MASQ-AGENT-POLICY').replace(CHAIN, CHAIN + '-SOURCES', 1),
@@ -205,7 +205,7 @@ def test_iptables_masquerade_only_with_snat_ranges_and_ports_both_families():
                  snat_to=['203.0.113.7-203.0.113.9', '2001:db8::7'], to_ports=['1024-65535'],
                  masq_link_local_ipv6=True)
     listed = C_LISTED % 'SNAT'
-    assert iptables.chain_rules(pol, 4) == [
+    assert iptables_rules.chain_rules(pol, 4) == [
         ret('169.254.0.0/16'),
         ipt('-d 198.51.100.0/24 -p tcp', listed, '-j SNAT --to-source 203.0.113.7-203.0.113.9:1024-65535'),
         ipt('-d 198.51.100.0/24 -p udp', listed, '-j SNAT --to-source 203.0.113.7-203.0.113.9:1024-65535'),
@@ -213,7 +213,7 @@ def test_iptables_masquerade_only_with_snat_ranges_and_ports_both_families():
         ipt('-d 198.51.100.0/24', listed, '-j SNAT --to-source 203.0.113.7-203.0.113.9'),
     ]
     # ip6tables writes an IPv6 address with a port in brackets; no fe80::/10 RETURN (masq_link_local_ipv6).
-    assert iptables.chain_rules(pol, 6) == [
+    assert iptables_rules.chain_rules(pol, 6) == [
         ipt('-d 2001:db8:1::/48 -p tcp', listed, '-j SNAT --to-source [2001:db8::7]:1024-65535'),
         ipt('-d 2001:db8:1::/48 -p udp', listed, '-j SNAT --to-source [2001:db8::7]:1024-65535'),
         ipt('-d 2001:db8:1::/48 -p sctp', listed, '-j SNAT --to-source [2001:db8::7]:1024-65535'),
@@ -224,9 +224,9 @@ def test_iptables_masquerade_only_with_snat_ranges_and_ports_both_families():
 def test_iptables_snat_for_one_family_masquerade_for_the_other():
     pol = Policy(ipv6=True, nonmasquerade_cidrs=['10.0.0.0/8', 'fd00::/8'], snat_to=['2001:db8::7'],
                  random_fully=True, exception_cidrs=['fd00:1::/64'])
-    assert iptables.chain_rules(pol, 4) == [
+    assert iptables_rules.chain_rules(pol, 4) == [
         ret('169.254.0.0/16'), ret('10.0.0.0/8'), ipt('', C_MASQ, '-j MASQUERADE --random-fully')]
-    assert iptables.chain_rules(pol, 6) == [
+    assert iptables_rules.chain_rules(pol, 6) == [
         ipt('-d fd00:1::/64', C_EXC % 'SNAT', '-j SNAT --to-source 2001:db8::7 --random-fully'),
         ret('fe80::/10'), ret('fd00::/8'), ipt('', C_SNAT, '-j SNAT --to-source 2001:db8::7 --random-fully')]
 
@@ -234,7 +234,7 @@ def test_iptables_snat_for_one_family_masquerade_for_the_other():
 def test_iptables_snat_with_two_port_ranges_picks_a_range_at_random():
     pol = Policy(nonmasquerade_cidrs=['10.0.0.0/8'], snat_to=['203.0.113.7'], to_ports=['1000-1999', '3000-3999'],
                  masq_link_local=True)
-    rules = iptables.chain_rules(pol, 4)
+    rules = iptables_rules.chain_rules(pol, 4)
     assert rules[0] == ret('10.0.0.0/8') and len(rules) == 1 + 3 * 2 + 1
     # Half of the 2000 ports are in the first range (iptables-save prints 11 decimals).
     assert rules[1] == ('-A %s -p tcp -m comment --comment "%s" %s -m statistic --mode random --probability '
@@ -250,7 +250,7 @@ def test_iptables_snat_with_two_port_ranges_picks_a_range_at_random():
 def test_nft_exceptions_sources_and_two_interfaces():
     pol = Policy(nonmasquerade_cidrs=['10.0.0.0/8'], exception_cidrs=['10.96.0.0/12', '10.97.0.0/16'],
                  source_cidrs=['10.244.0.0/16'], out_interfaces=['eth0', 'eth1'])
-    desired = nftables.Desired(pol)
+    desired = nftables_rules.Desired(pol)
     assert desired.set_cidrs == {'nonmasq-ipv4': (4, ['10.0.0.0/8']),
                                  'exceptions-ipv4': (4, ['10.96.0.0/12', '10.97.0.0/16']),
                                  'sources-ipv4': (4, ['10.244.0.0/16'])}
@@ -271,7 +271,7 @@ def test_nft_masquerade_only_with_snat_ranges_and_ports_both_families():
     pol = Policy(ipv6=True, masquerade_cidrs=['198.51.100.0/24', '2001:db8:1::/48'],
                  snat_to=['203.0.113.7-203.0.113.9', '2001:db8::7'], to_ports=['1024-65535'],
                  masq_link_local_ipv6=True, out_interfaces=['eth0'])
-    desired = nftables.Desired(pol)
+    desired = nftables_rules.Desired(pol)
     assert desired.set_cidrs == {'masq-ipv4': (4, ['198.51.100.0/24']), 'masq-ipv6': (6, ['2001:db8:1::/48'])}
     listed = C_LISTED % 'SNAT'
     assert desired.rule_texts() == [
@@ -290,7 +290,7 @@ def test_nft_masquerade_only_with_snat_ranges_and_ports_both_families():
 def test_nft_snat_for_one_family_sources_for_both():
     pol = Policy(ipv6=True, nonmasquerade_cidrs=['10.0.0.0/8', 'fd00:10::/64'], snat_to=['203.0.113.7'],
                  source_cidrs=['10.244.0.0/16', 'fd00:244::/56'], random_fully=True)
-    desired = nftables.Desired(pol)
+    desired = nftables_rules.Desired(pol)
     assert list(desired.set_cidrs) == ['nonmasq-ipv4', 'sources-ipv4', 'nonmasq-ipv6', 'sources-ipv6']
     assert desired.rule_texts() == [
         nft('ip saddr != @sources-ipv4 return', C_SOURCES),
@@ -308,9 +308,9 @@ def test_nft_snat_for_one_family_sources_for_both():
 def test_nft_render_desired_shows_the_extension_sets_and_gates():
     """The table as the diff shows it: the exceptions set after the list's, a single interface without braces."""
     pol = Policy(nonmasquerade_cidrs=['10.0.0.0/8'], exception_cidrs=['10.96.0.0/12'], out_interfaces=['eth0'])
-    desired = nftables.Desired(pol)
+    desired = nftables_rules.Desired(pol)
     assert list(desired.set_cidrs) == ['nonmasq-ipv4', 'exceptions-ipv4']
-    text = nftables.render_desired(desired)
+    text = nftables_rules.render_desired(desired)
     assert ('\tset exceptions-ipv4 {\n\t\ttype ipv4_addr\n\t\tflags interval\n'
             '\t\telements = { 10.96.0.0/12 }\n\t}\n') in text
     assert '\t\toifname != "eth0" return comment "%s"\n' % C_IFACES in text

@@ -1,0 +1,103 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, ipmasq.agent contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# NOTE: private to the ipmasq.agent collection; not a public API.
+"""The node's iptables tools, per family: ``iptables-save -t nat`` read
+(``iptables_save.py`` parses it) and ``iptables-restore --noflush`` written,
+argv lists through the injected ``run``, never a shell.
+
+Standard library only: this file runs on managed nodes.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import parse_save, parse_version
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import FAMILIES
+
+RESTORE_WAIT_SECONDS = 30
+# The legacy (x_tables) tables the kernel has made, per family: a legacy nat
+# table holds rules only when it is listed there (reading it would make it).
+PROC_TABLES = {4: '/proc/net/ip_tables_names', 6: '/proc/net/ip6_tables_names'}
+TOOLS = {
+    4: ('iptables', 'iptables-save', 'iptables-restore'),
+    6: ('ip6tables', 'ip6tables-save', 'ip6tables-restore'),
+}
+
+
+def read_proc(path):
+    """The words of a /proc file (its table names), or [] when it cannot be read."""
+    try:
+        with open(path) as handle:
+            return handle.read().split()
+    except (IOError, OSError):
+        return []
+
+
+def payload(lines):
+    """The ``iptables-restore --noflush`` input for restore lines of the nat table."""
+    return '*nat\n' + '\n'.join(lines) + '\nCOMMIT\n'
+
+
+def missing_tools(family):
+    return ('%s and %s were not found on the node; install the iptables package.' % TOOLS[family][1:])
+
+
+class Tools:
+    """The node's iptables tools for one family.
+
+    ``run(argv, data=None) -> (rc, stdout, stderr)`` runs an argv list (no
+    shell); ``find(name) -> path or None`` finds a tool.  ``commands`` lists
+    what was (or, for a restore in check mode, would be) run.
+    """
+
+    def __init__(self, family, run, find):
+        self.family = family
+        self._run = run
+        self.iptables, self.save_bin, self.restore_bin = (find(n) for n in TOOLS[family])
+        self.available = bool(self.save_bin and self.restore_bin)
+        self.commands = []
+
+    def _cmd(self, argv, data=None):
+        rc, out, err = self._run(argv, data)
+        if rc != 0:
+            raise MasqError('%s failed (rc=%d): %s' % (' '.join(argv), rc, (err or out).strip() or
+                                                       'no message (the tool crashed?)'),
+                            cmd=' '.join(argv), rc=rc, stdout=out, stderr=err)
+        return out
+
+    def save_argv(self):
+        return [self.save_bin, '-t', 'nat']
+
+    def save_text(self, record=True):
+        """The raw ``iptables-save -t nat`` output."""
+        argv = self.save_argv()
+        if record:
+            self.commands.append(' '.join(argv))
+        return self._cmd(argv)
+
+    def read(self, record=True):
+        """The nat table, its backend and version filled in."""
+        table = parse_save(self.save_text(record))
+        if table.backend is None and self.iptables:
+            # An empty legacy nat table prints no header: ask the tool itself.
+            argv = [self.iptables, '--version']
+            self.commands.append(' '.join(argv))
+            out = self._cmd(argv)
+            table.version = parse_version(out)
+            table.backend = 'nf_tables' if 'nf_tables' in out else 'legacy'
+        return table
+
+    def restore_argv(self):
+        return [self.restore_bin, '--wait=%d' % RESTORE_WAIT_SECONDS, '--noflush']
+
+    def restore(self, lines):
+        self._cmd(self.restore_argv(), data=payload(lines))
+
+
+def tools_for(run, find, families=FAMILIES):
+    return dict((family, Tools(family, run, find)) for family in families)
