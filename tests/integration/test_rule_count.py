@@ -17,6 +17,7 @@ the role installs it (test_resync.Agent).
 iptables-nft only (the backend whose iptables-save slows down fastest);
 test_extensions.py moves between the one-chain and the split form on both
 iptables backends.  Nothing happens in the root network namespace."""
+import contextlib
 import os
 import types
 
@@ -24,11 +25,11 @@ import pytest
 
 from ipmasq_lab import netlab
 from ipmasq_lab.policy_view import CHAIN, JUMP, ours
+from ipmasq_lab.topology import NODE_EXT4, NODE_LL4, NO_REPLY, POD4
 # autouse: the root namespace stays as it was.
 from test_packets import root_namespace_untouched  # noqa: F401 pylint: disable=unused-import
 from test_packets_extensions import NONE2, POD2, ExtTopology
 from test_resync import Agent
-from ipmasq_lab.topology import NODE_EXT4, NODE_LL4, NO_REPLY, POD4
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason='needs root (network namespaces)')
 
@@ -85,6 +86,17 @@ def agent_for(ns, backend, base):
     return Agent(types.SimpleNamespace(ns=ns, backend=backend, policy='iptables'), base)
 
 
+@contextlib.contextmanager
+def node_agent(backends, tmp_path, config):
+    """A node (iptables-nft tools) whose resync has applied ``config``: ``(ns, backend, agent)``."""
+    backend = backends['nft']
+    with netlab.Netns('node') as ns:
+        agent = agent_for(ns, backend, tmp_path)
+        agent.write(config)
+        agent.run(check_rc=0)
+        yield ns, backend, agent
+
+
 def test_the_split_form_makes_the_same_nat_decisions_as_the_one_chain(tmp_path):
     with ExtTopology.with_tools('nft', ipv6=False) as topo:
         node, backend = topo.node, topo.backend
@@ -126,13 +138,9 @@ def big_config():
 
 
 def test_the_former_280000_rule_config_is_a_sum_and_applies_at_once(backends, tmp_path):
-    backend = backends['nft']
     text = big_config()
     assert 13000 < len(text) < 16000
-    with netlab.Netns('node') as ns:
-        agent = agent_for(ns, backend, tmp_path)
-        agent.write(text)
-        agent.run(check_rc=0)
+    with node_agent(backends, tmp_path, text) as (ns, backend, agent):
         lines = our_lines(ns, backend)
         rules = [line for line in lines if line.startswith('-A ')]
         # Before: (699 + 1) x 20 x 20 + 2 = 280,002 rules.  Now: 20 + 20 + 699 + 1 + 2, and the jump.
@@ -145,11 +153,7 @@ def test_the_former_280000_rule_config_is_a_sum_and_applies_at_once(backends, tm
 
 
 def test_over_the_limit_is_refused_and_the_last_good_configuration_stays(backends, tmp_path):
-    backend = backends['nft']
-    with netlab.Netns('node') as ns:
-        agent = agent_for(ns, backend, tmp_path)
-        agent.write(CONFIG)
-        agent.run(check_rc=0)
+    with node_agent(backends, tmp_path, CONFIG) as (ns, backend, agent):
         good = backend.save(ns)
         writes = agent.restores()
         # 25,001 exceptions inside 10.0.0.0/8 (about 400 KB, under the file's 1 MB): 25,004 rules.
@@ -166,11 +170,7 @@ def test_over_the_limit_is_refused_and_the_last_good_configuration_stays(backend
 
 
 def test_a_switch_of_backend_takes_the_sub_chains_with_the_chain(backends, tmp_path):
-    backend = backends['nft']
-    with netlab.Netns('node') as ns:
-        agent = agent_for(ns, backend, tmp_path)
-        agent.write(CONFIG)
-        agent.run(check_rc=0)
+    with node_agent(backends, tmp_path, CONFIG) as (ns, backend, agent):
         assert sorted(line for line in our_lines(ns, backend) if line.startswith(':')) == sorted(
             ':%s -' % c for c in [CHAIN] + SUBS[:2])
         agent.run(check_rc=0, backend='nftables')
