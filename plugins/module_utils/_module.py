@@ -13,10 +13,6 @@ command runner (argv lists, ``LC_ALL=C``) and tool finder, turns a
 passes the result's ``warnings`` on and adds its ``diff`` in diff mode.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 
 ENV = {'LC_ALL': 'C', 'LANG': 'C'}

@@ -16,10 +16,6 @@ removed; the result is byte-compiled for the Python the service runs.
 Standard library only: this file runs on managed nodes.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import os
 import pkgutil
 import shutil

@@ -22,10 +22,6 @@ not read, because reading it would create it.
 Standard library only: this file runs on managed nodes.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import collections
 import ipaddress
 import re

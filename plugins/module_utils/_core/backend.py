@@ -21,10 +21,6 @@ what each backend reports (``report``).
 Standard library only: this file runs on managed nodes.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 
 class Node:
     """How a run reaches the node: ``run(argv, data=None)``, ``find(name)``,

@@ -20,10 +20,6 @@ an error that says where it is and how to remove it.
 Standard library only: this file runs on managed nodes.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import xtables_kernel
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Backend
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError

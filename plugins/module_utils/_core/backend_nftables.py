@@ -12,10 +12,6 @@ runs nft).
 Standard library only: this file runs on managed nodes.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import drift as rule_drift
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Backend
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError

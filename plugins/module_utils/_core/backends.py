@@ -46,10 +46,6 @@ asks it, for legacy) is an error that says where it is and how to remove it.
 Standard library only: this file runs on managed nodes.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import nfnetlink
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Node, NodeReading
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_flavours import (  # noqa: F401 pylint: disable=unused-import

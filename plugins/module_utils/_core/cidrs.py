@@ -14,10 +14,6 @@ list is plain IPv4 never pays for the import.
 Standard library only: this file runs on managed nodes.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.ranges import (
     DEFAULT_NONMASQ_CIDRS,

@@ -33,10 +33,6 @@ error, a missing file means the defaults, an empty file means the defaults.
 Standard library only: this file runs on managed nodes (the role's resync).
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.cidrs import (
     DEFAULT_CIDR_LIMIT,
     CanonicalCidrs,

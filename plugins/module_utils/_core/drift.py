@@ -14,10 +14,6 @@ for it (a no-drift run never calls it).
 Standard library only: this file runs on managed nodes.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import rule_key
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import render_rule
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_rules import CHAIN, canonical_text, element_texts

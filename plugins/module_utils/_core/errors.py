@@ -12,10 +12,6 @@ Every failure a user can meet is a :class:`MasqError`: a full sentence
 (``_module.run_module``) and the resync writes to the journal.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 
 class MasqError(Exception):
     """A failure with a sentence for the user; command details when a command failed."""

@@ -22,10 +22,6 @@ words and goes on or stops as it would for an unreadable file.
 Standard library only: this file runs on managed nodes.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import errno
 import os
 import stat

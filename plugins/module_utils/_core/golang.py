@@ -16,10 +16,6 @@ Standard library only, and no import at all: this file is on the resync's
 every-minute path.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError, quote
 
 TRUE = ('1', 't', 'T', 'TRUE', 'true', 'True')

@@ -10,10 +10,6 @@ nftables interval set holds, and what the policy checks coverage with.
 Standard library only: this file runs on managed nodes.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 BITS = {4: 32, 6: 128}
 
 

@@ -12,10 +12,6 @@ release with ``--random-fully``.  ``iptables.py`` writes the rules.
 Standard library only: this file runs on managed nodes.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 
 # The first iptables release with MASQUERADE --random-fully.

@@ -15,10 +15,6 @@ runs a tool (``iptables_tools.py``) or plans a change (``iptables.py``).
 Standard library only: this file runs on managed nodes.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_layout import (
     IptablesLayout,
     gates as policy_gates,

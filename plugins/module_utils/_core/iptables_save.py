@@ -21,10 +21,6 @@ no-drift run compares texts and never pays for it.
 Standard library only: this file runs on managed nodes.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 
 # Comment lines iptables-save prints that say nothing about the rules.

@@ -37,10 +37,6 @@ ever) is refused with an error naming it; nothing is changed.
 Standard library only: this file runs on managed nodes.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import errno
 import fcntl
 import os

@@ -34,10 +34,6 @@ rules it repaired.  docs/docsite/rst/metrics.rst documents every name.
 Standard library only (``os``, ``time``): this file runs on managed nodes.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import os
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import atomic_write, read_regular

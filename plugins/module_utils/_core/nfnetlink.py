@@ -20,10 +20,6 @@ without nf_tables holds no table at all: False.
 Standard library only: this file runs on managed nodes.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import errno
 import sys
 

@@ -18,10 +18,6 @@ spells it) is as the policy wants it, and the plan that makes it so.
 Standard library only: this file runs on managed nodes.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.intervals import BITS, merge
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import render_rule

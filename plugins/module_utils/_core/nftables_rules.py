@@ -53,10 +53,6 @@ goes through nft's command-line parser.
 Standard library only: this file runs on managed nodes.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.intervals import (
     BITS,
     address_number as _number,

@@ -19,10 +19,6 @@ one here.  The rule comments stay here: both backends write them.
 Standard library only: this file runs on managed nodes.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import zlib
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.cidrs import (

@@ -10,10 +10,6 @@ Read by the node-side core and by the controller-side filters
 (``plugin_utils/_cidr.py``), so both always agree.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 # What the Kubernetes ip-masq-agent uses when its config sets no nonMasqueradeCIDRs.
 DEFAULT_NONMASQ_CIDRS = ('10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16')
 

@@ -50,10 +50,6 @@ Exit codes: 0 done (in sync or repaired), 1 failed (iptables, state file),
 Standard library only.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import os
 import sys
 

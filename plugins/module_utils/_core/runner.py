@@ -17,10 +17,6 @@ cycle's own work; Pythons without ``posix_spawn`` (before 3.8) use
 Standard library only: this file runs on managed nodes.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import os
 
 COMMAND_TIMEOUT = 90          # iptables-restore waits up to 30 s for the xtables lock

@@ -23,10 +23,6 @@ and the table created): ask only for a table that /proc lists
 Standard library only: this file runs on managed nodes.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import sys
 
 SO_GET_INFO = 64            # IPT_SO_GET_INFO = IP6T_SO_GET_INFO = IPT_BASE_CTL

@@ -32,10 +32,6 @@ stack or the memory (an agent config file needs a depth of 2 and no alias):
 Standard library only: this file runs on managed nodes.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import ConfigError, quote
 
 # The deepest nesting of lists and mappings read (a config file needs 2), for

@@ -13,10 +13,6 @@ tables through the core's nft tools, each under the writers' lock.
 Standard library only: this file runs on managed nodes.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_tools import NftTools

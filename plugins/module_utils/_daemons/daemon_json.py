@@ -10,10 +10,6 @@ every other key and the user's layout kept byte for byte.
 Standard library only: this file runs on managed nodes.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import json
 import re
 import sys

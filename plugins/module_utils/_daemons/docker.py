@@ -14,10 +14,6 @@ Docker cannot change in place (reported).
 Standard library only: this file runs on managed nodes.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import ipaddress
 import json
 import os

@@ -11,10 +11,6 @@ in place with every other byte of the file kept.
 Standard library only: this file runs on managed nodes.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import re
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.words import value_words

@@ -40,10 +40,6 @@ that old belongs to no live run.
 Standard library only: this file runs on managed nodes.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import errno
 import fcntl
 import hashlib

@@ -25,10 +25,6 @@ without ``--ip-masq`` would have left.
 Standard library only: this file runs on managed nodes.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import re
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError

@@ -11,10 +11,6 @@ drop-in, an environment file) and edited there, keeping every other byte.
 Standard library only: this file runs on managed nodes.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import re
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError

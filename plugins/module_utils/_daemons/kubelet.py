@@ -11,10 +11,6 @@ extra-args variable lives, or in a drop-in of ours.
 Standard library only: this file runs on managed nodes.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import os
 import re
 

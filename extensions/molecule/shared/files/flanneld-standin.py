@@ -16,8 +16,6 @@ It does what flanneld does that matters to ipmasq.agent, and nothing else:
 - tells systemd it is ready (Type=notify) and sleeps until stopped.
 """
 
-from __future__ import absolute_import, division, print_function
-
 import os
 import signal
 import socket
