@@ -36,11 +36,11 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.allow import parse_allow
-from ansible_collections.ipmasq.agent.plugins.module_utils._audit.judge import analyse, judge
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit.judge import analyse
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.node import _is_read_only, audit, read_only
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.owners import HINTS, OWNERS
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.report import offender_lines, summary
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import parse_nft
 
-__all__ = ('HINTS', 'OWNERS', '_is_read_only', 'analyse', 'audit', 'judge', 'offender_lines', 'parse_allow',
+__all__ = ('HINTS', 'OWNERS', '_is_read_only', 'analyse', 'audit', 'offender_lines', 'parse_allow',
            'parse_nft', 'read_only', 'summary')
