@@ -268,7 +268,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._module import run_module
-from ansible_collections.ipmasq.agent.plugins.module_utils._snat_audit import audit, offender_lines
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit import audit, offender_lines
 
 
 def inspect(module, run, find):

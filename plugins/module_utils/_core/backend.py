@@ -12,6 +12,11 @@ and find tools, ask /proc and the kernel).  One run's reading of every
 backend is a :class:`NodeReading`; each backend keeps what it read there,
 under its name (``reading.of[name]``).
 
+The SNAT audit (``_audit/``) reads every backend too, only reading:
+``audit_read`` hands the audit's ``View`` what the backend's own readers
+show of the node's nat rules, once per family and once for what belongs to
+no family; ``audit_rank`` is the order the audit reads and lists them in.
+
 The coordinator's loop: the chosen backend reads and writes the policy
 (``read``, ``plan_present``); every other registered backend looks for ours
 (``look``: a cheap question to the kernel first, a tool only when something
@@ -56,6 +61,7 @@ class Backend:
 
     name = None
     writes = True
+    audit_rank = None       # the SNAT audit's order (None: the audit does not read this backend)
 
     def __init__(self, node):
         self.node = node
@@ -103,6 +109,13 @@ class Backend:
         """``{family: rules}`` of ours in place after a run that chose this
         backend, from its ``result`` (the ``rules`` metric)."""
         return {}
+
+    def audit_read(self, view, family):
+        """The SNAT audit's reading, never a change (``view.run`` refuses
+        anything but a listing): give ``view`` (``_audit.node.View``) this
+        backend's nat rules of ``family`` (4 or 6), or with ``family`` None
+        those that belong to no family (``view.iptables``,
+        ``view.ruleset``)."""
 
     def report(self, reading, plan, policy, state, result):
         """Add this backend's keys, commands and warnings to the module's

@@ -25,7 +25,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_rules import jump_spec
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import PROC_TABLES, TOOLS
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import PROC_TABLES, TOOLS, Tools, legacy_nat_exists
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import FAMILIES
 
 # The iptables flavours (as iptables-save names them) and their own tools' prefix.
@@ -120,14 +120,7 @@ class IptablesFlavour(Backend):
     def _path_version(self, reading):
         """The flavour of the iptables tools on PATH, from ``iptables
         --version`` ('' when there is none, or it cannot say)."""
-        tools = self.node.backends['iptables'].iptables.tools[4]
-        path = ''
-        if tools.iptables:
-            argv = [tools.iptables, '--version']
-            tools.commands.append(' '.join(argv))
-            rc, out, _err = self.node.run(argv)
-            if rc == 0:
-                path = 'nf_tables' if 'nf_tables' in out else 'legacy'
+        path = self.node.backends['iptables'].iptables.tools[4].version(strict=False)[1] or ''
         reading.shared['iptables_path'] = path
         return path
 
@@ -136,7 +129,7 @@ class IptablesFlavour(Backend):
         family -> True (the kernel says so) or None (a legacy nat table
         exists: only reading it tells)."""
         if self.flavour == 'legacy':
-            return dict((f, None) for f in FAMILIES if 'nat' in self.node.proc_read(PROC_TABLES[f]))
+            return dict((f, None) for f in FAMILIES if legacy_nat_exists(self.node.proc_read, f))
         found = self.node.probe([('chain', NFT_FAMILIES[f], 'nat', chain) for f in FAMILIES])
         return dict((f, answer) for f, answer in zip(FAMILIES, found) if answer is not False)
 
@@ -201,6 +194,12 @@ class IptablesFlavour(Backend):
             steps.append(step)
         return steps
 
+    def audit_read(self, view, family):
+        """The nat table of ``family`` as this flavour's own tools show it."""
+        if family is not None:
+            view.iptables(Tools(family, self.node.run, flavoured_find(self.node.find, self.flavour, (family,))),
+                          family, self.flavour)
+
     def report(self, reading, plan, policy, state, result):
         """Ours found here, per family read (``other_iptables``)."""
         st = self.state(reading)
@@ -222,8 +221,10 @@ class IptablesFlavour(Backend):
 class IptablesLegacy(IptablesFlavour):
     name = 'iptables-legacy'
     flavour = 'legacy'
+    audit_rank = 2
 
 
 class IptablesNft(IptablesFlavour):
     name = 'iptables-nft'
     flavour = 'nf_tables'
+    audit_rank = 1

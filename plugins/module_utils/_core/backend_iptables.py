@@ -15,7 +15,7 @@ Standard library only: this file runs on managed nodes.
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Backend
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import PROC_TABLES
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import PROC_TABLES, legacy_nat_exists
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import FAMILIES
 
 NOT_FOUND = 'iptables-save/iptables-restore not found: no iptables chain to remove.'
@@ -34,6 +34,7 @@ class IptablesOnPath(Backend):
 
     name = 'iptables'
     installed_text = 'iptables is installed'
+    audit_rank = 0
 
     def __init__(self, node):
         Backend.__init__(self, node)
@@ -113,7 +114,7 @@ class IptablesOnPath(Backend):
         a legacy chain can only be in a legacy nat table that /proc lists.
         False when neither can hold it."""
         found = self.node.probe([('chain', family, 'nat', reading.chain) for family in ('ip', 'ip6')])
-        legacy = [f for f in FAMILIES if 'nat' in self.node.proc_read(PROC_TABLES[f])]
+        legacy = [f for f in FAMILIES if legacy_nat_exists(self.node.proc_read, f)]
         if not (any(answer is not False for answer in found) or legacy):
             self.state(reading).note = ('no chain %s in any iptables nat table (asked the kernel; no legacy nat table '
                                         'is loaded): iptables not read.' % reading.chain)
@@ -155,6 +156,11 @@ class IptablesOnPath(Backend):
             if fam.get('managed'):
                 out[family] = len(fam.get('rules') or []) + (1 if fam.get('jump') else 0)
         return out
+
+    def audit_read(self, view, family):
+        """The nat table of ``family`` as the tools on PATH show it (their flavour asked first)."""
+        if family is not None:
+            view.iptables(self.iptables.tools[family], family, None)
 
     def report(self, reading, plan, policy, state, result):
         st = self.state(reading)

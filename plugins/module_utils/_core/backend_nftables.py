@@ -37,6 +37,7 @@ class Nftables(Backend):
 
     name = 'nftables'
     installed_text = 'only nft is installed'
+    audit_rank = 3
 
     def __init__(self, node):
         Backend.__init__(self, node)
@@ -120,6 +121,11 @@ class Nftables(Backend):
             return []
         st.plan = plan_absent(st.table, st.name, adopt, strict=strict)
         return [self._step(st.plan)] if st.plan.changed else []
+
+    def audit_read(self, view, family):
+        """The whole ruleset: every nft table, not only ours."""
+        if family is None:
+            view.ruleset(self.nft)
 
     @staticmethod
     def rules_in_place(result, policy):

@@ -34,6 +34,18 @@ def read_proc(path):
         return []
 
 
+def legacy_nat_exists(proc_read, family):
+    """Whether the kernel has made the legacy (x_tables) nat table of
+    ``family``: /proc lists it.  One that does not exist holds no rules, and
+    reading it (``iptables-legacy-save``) would make it."""
+    return 'nat' in proc_read(PROC_TABLES[family])
+
+
+def flavour_of(text):
+    """The iptables flavour an ``iptables --version`` text names: ``'nf_tables'`` or ``'legacy'``."""
+    return 'nf_tables' if 'nf_tables' in text else 'legacy'
+
+
 def payload(lines):
     """The ``iptables-restore --noflush`` input for restore lines of the nat table."""
     return '*nat\n' + '\n'.join(lines) + '\nCOMMIT\n'
@@ -76,16 +88,31 @@ class Tools:
             self.commands.append(' '.join(argv))
         return self._cmd(argv)
 
-    def read(self, record=True):
-        """The nat table, its backend and version filled in."""
+    def version(self, strict=True):
+        """``(version, flavour)`` of these tools from ``iptables --version``,
+        which touches no table (saving a legacy nat table that does not exist
+        makes it).  When the tool fails: MasqError (``strict``), else ``(None,
+        None)``; ``(None, None)`` too where there is no ``iptables``."""
+        if not self.iptables:
+            return None, None
+        argv = [self.iptables, '--version']
+        self.commands.append(' '.join(argv))
+        if strict:
+            text = self._cmd(argv)
+        else:
+            rc, out, err = self._run(argv)
+            if rc != 0:
+                return None, None
+            text = out or err or ''
+        return parse_version(text), flavour_of(text)
+
+    def read(self, record=True, ask=True):
+        """The nat table, its backend and version filled in (``ask``: an
+        empty legacy nat table prints no header, so the tool itself is asked;
+        else its ``backend`` stays None)."""
         table = parse_save(self.save_text(record))
-        if table.backend is None and self.iptables:
-            # An empty legacy nat table prints no header: ask the tool itself.
-            argv = [self.iptables, '--version']
-            self.commands.append(' '.join(argv))
-            out = self._cmd(argv)
-            table.version = parse_version(out)
-            table.backend = 'nf_tables' if 'nf_tables' in out else 'legacy'
+        if ask and table.backend is None and self.iptables:
+            table.version, table.backend = self.version()
         return table
 
     def restore_argv(self):

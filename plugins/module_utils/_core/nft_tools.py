@@ -105,6 +105,19 @@ class NftTools:
         docs = self.query([{'list': {'ruleset': None}}], 'ruleset')
         return parse_nft(docs[0] if docs else {})
 
+    def list_ruleset(self):
+        """The whole ruleset, as ``nft -j list ruleset`` prints it: an argv
+        and no input, what a caller that only reads may run (the SNAT audit's
+        guard allows nothing else).  ``nft_json.parse_nft`` tables by
+        ``(family, name)``; MasqError when nft fails (``rc`` in its details)."""
+        argv = [self.nft, '-j', 'list', 'ruleset']
+        what = ' '.join(argv)
+        self.commands.append(what)
+        rc, out, err = self._run(argv)
+        if rc != 0:
+            self._fail(argv, rc, out, err, what)
+        return parse_nft(out or '{}', what='nft -j list ruleset')
+
     def load(self, commands):
         """One atomic transaction."""
         argv = self.argv()

@@ -32,18 +32,19 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import 
     setup,
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.daemon_json import json_raw_value, json_remove, json_set, parse_daemon_json
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.docker_owner import (
+    DEFAULT_BRIDGE,
+    DOCKER_NFT_COMMENT,
+    DOCKER_NFT_OUT_CHAIN,
+    DOCKER_NFT_TABLE,
+    NETWORK_BRIDGE,
+    NETWORK_ID_DIGITS,
+)
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import commit
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.goflags import bool_value, find_flag_all, fix_flags, set_arg
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.systemd import command_lines, load_unit
 
 _IFNAME = re.compile(r'^[A-Za-z0-9_.:@+-]{1,15}$')
-# Docker's nftables firewall backend (libnetwork/drivers/bridge/internal/nftabler):
-# one table per family; per bridge network, its masquerade rule in chain
-# nat-postrouting-out__<bridge>, reached from the nat-POSTROUTING base chain
-# through the verdict map nat-postrouting-out-jumps (keyed by iifname).
-DOCKER_NFT_TABLE = 'docker-bridges'
-DOCKER_NFT_OUT_CHAIN = 'nat-postrouting-out__'
-DOCKER_NFT_COMMENT = 'MASQUERADE'
 
 
 def _same_net(a, nets):
@@ -286,7 +287,7 @@ def _docker_stale_rules(p, run, find, docker, data, pending, check_mode, result)
                     pass
             subnets = subnets or None
         running = opts.get('com.docker.network.bridge.enable_ip_masquerade')
-    bridge = bridge or data.get('bridge') or 'docker0'
+    bridge = bridge or data.get('bridge') or DEFAULT_BRIDGE
     if bridge == 'none':
         return
     if not _IFNAME.match(bridge):
@@ -341,8 +342,8 @@ def _docker_networks(run, find, docker, result):
         name = net.get('Name')
         entry = {
             'name': name,
-            'id': net_id[:12],
-            'bridge': opts.get('com.docker.network.bridge.name') or 'br-' + net_id[:12],
+            'id': net_id[:NETWORK_ID_DIGITS],
+            'bridge': opts.get('com.docker.network.bridge.name') or NETWORK_BRIDGE % net_id[:NETWORK_ID_DIGITS],
             'subnets': subnets,
             'advice': ('Docker cannot change masquerading of an existing network. Recreate it: disconnect its '
                        'containers, "docker network rm %s", then "docker network create --driver bridge '

@@ -39,15 +39,16 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import 
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.envfile import env_value
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import check_abs, commit
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.flannel_owner import (
+    FLANNEL_CHAIN,
+    FLANNEL_COMMENT,
+    FLANNEL_NFT_CHAIN,
+    FLANNEL_NFT_TABLES,
+)
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.goflags import bool_value, fix_flags, remove_arg, set_definition
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.systemd import RUNTIME_DIRS, command_lines, extra_definitions, load_unit, unit_variables
 
-FLANNEL_CHAIN = 'FLANNEL-POSTRTG'
-FLANNEL_COMMENT = 'flanneld masq'
 _MK_IPMASQ = re.compile(r'^ipmasq=(["\']?)(true|false)\1[ \t]*(?:#.*)?$', re.M)
-# flanneld's nftables mode: its tables and the chain --ip-masq adds to them.
-FLANNEL_NFT_TABLES = (('ip', 'flannel-ipv4'), ('ip6', 'flannel-ipv6'))
-FLANNEL_NFT_CHAIN = 'postrtg'
 
 
 def flannel_rules(table, family):

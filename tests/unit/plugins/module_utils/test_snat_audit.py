@@ -1,4 +1,4 @@
-"""Unit tests of the SNAT audit (module_utils/_snat_audit.py) on the rule sets
+"""Unit tests of the SNAT audit (module_utils/_audit/) on the rule sets
 Docker, flannel, kube-proxy, the CNI plugins, netavark and libvirt really
 write.  The files in snat_audit_data/ are real tool output: the *.save files
 are ``iptables-save -t nat`` (iptables 1.8.9) after loading each tool's rules,
@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from ansible_collections.ipmasq.agent.plugins.module_utils import _snat_audit as a
+from ansible_collections.ipmasq.agent.plugins.module_utils import _audit as a
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import iptables_rules, nft_json
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy

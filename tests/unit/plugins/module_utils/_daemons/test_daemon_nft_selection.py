@@ -16,7 +16,7 @@ import os
 
 import pytest
 
-from ansible_collections.ipmasq.agent.plugins.module_utils import _snat_audit
+from ansible_collections.ipmasq.agent.plugins.module_utils import _audit as _snat_audit
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import sync
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.lock import Lock

@@ -1,0 +1,42 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, ipmasq.agent contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# NOTE: private to the ipmasq.agent collection; not a public API.
+"""Read-only audit of every source of SNAT on a node.
+
+Lists each MASQUERADE and SNAT rule in the nat tables (iptables, nf_tables
+and legacy backends) and in nftables tables with a ``type nat hook
+postrouting`` chain, follows jumps and gotos from the postrouting hook to
+tell which rules can act on traffic, says who wrote each one (the
+ip-masq-agent chain, Docker, flannel, kube-proxy, a CNI plugin, netavark,
+libvirt, or unknown) and whether it is allowed next to ours.
+
+One file per concern:
+
+* ``node.py``: reads the node once, through the registered backends' own
+  readers, and only reads (:func:`audit`, :func:`read_only`);
+* ``iptables.py``, ``nftables.py``: the rule interpreters, over the tables
+  as the core's readers parsed them (``iptables_save``, ``nft_json``);
+* ``conds.py``: what a rule requires of a packet; ``walk.py``: which rules
+  the postrouting hook reaches;
+* ``owners.py``: who wrote a rule (our daemons' descriptors come from their
+  own files in ``_daemons/``); ``allow.py``: the ``allow`` option;
+* ``judge.py``: the verdict (:func:`analyse`); ``report.py``: the result's
+  words (:func:`summary`, :func:`offender_lines`).
+
+The entry points are importable from this package.
+
+Standard library only: these files run on managed nodes.
+"""
+
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit.allow import parse_allow
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit.judge import analyse
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit.node import _is_read_only, audit, read_only
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit.owners import HINTS, OWNERS
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit.report import offender_lines, summary
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import parse_nft
+
+__all__ = ('HINTS', 'OWNERS', '_is_read_only', 'analyse', 'audit', 'offender_lines', 'parse_allow',
+           'parse_nft', 'read_only', 'summary')

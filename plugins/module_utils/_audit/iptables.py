@@ -1,0 +1,144 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, ipmasq.agent contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# NOTE: private to the ipmasq.agent collection; not a public API.
+"""The audit's interpreter of iptables rules: the nat table as the core's
+one reader parsed it (``iptables_save.parse_save``, the table the sync
+reads), its rules' matches as the audit looks at them, and the SNAT sources
+the walk from POSTROUTING finds in it.
+
+Standard library only: this file runs on managed nodes.
+"""
+
+import re
+
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit.conds import Cond, combine
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit.walk import (
+    FAMILY_NAMES,
+    SNAT_TARGETS,
+    bfs,
+    gated_before,
+    source,
+)
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import TARGET_FLAGS
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import sub_chain_names
+
+REACHABLE_ONLY_TARGETS = ('NETMAP',)   # NETMAP rewrites the source only when reached from POSTROUTING
+GOTO_FLAGS = ('-g', '--goto')
+_HAIRPIN_SET = re.compile(r'LOOP-?BACK|HAIRPIN', re.I)
+
+
+class IptRule:
+    """One rule of the one reader (``iptables_save.Rule``), with what the audit looks at."""
+
+    def __init__(self, rule):
+        self.chain = rule.chain
+        self.index = rule.index
+        self.line = rule.line
+        self.target = None
+        self.goto = False
+        self.cond = Cond()
+        self.gate_return = False   # "-m mark ! --mark X -j RETURN" and nothing else
+        self._parse(rule.words)
+
+    def _parse(self, tokens):
+        cond = self.cond
+        other = 0
+        neg_mark_only = False
+        i = 0
+        neg = False
+        while i < len(tokens):
+            tok = tokens[i]
+            if tok == '!':
+                neg = True
+                i += 1
+                continue
+            if tok in TARGET_FLAGS:
+                self.target = tokens[i + 1] if i + 1 < len(tokens) else None
+                self.goto = tok in GOTO_FLAGS
+                break
+            values = []
+            j = i + 1
+            if tok == '--comment':
+                values = tokens[j:j + 1]
+                j += 1
+            else:
+                while j < len(tokens) and tokens[j] != '!' and not tokens[j].startswith('-'):
+                    values.append(tokens[j])
+                    j += 1
+            value = values[0] if values else ''
+            if tok == '--comment':
+                cond.comments.append(value)
+            elif tok in ('-s', '--source'):
+                cond.sources.append((neg, value))
+                other += 1
+            elif tok in ('-d', '--destination'):
+                cond.dests.append((neg, value))
+                other += 1
+            elif tok in ('-i', '--in-interface', '-o', '--out-interface'):
+                cond.ifaces.append(value)
+                other += 1
+            elif tok == '--mark':
+                if neg:
+                    neg_mark_only = True
+                else:
+                    cond.mark = True
+            elif tok == '--ctstate' and not neg and 'DNAT' in value.split(','):
+                cond.dnat = True
+                other += 1
+            elif tok == '--src-type' and not neg and 'LOCAL' in value.split(','):
+                cond.local_src = True
+                other += 1
+            elif tok == '--match-set' and not neg and _HAIRPIN_SET.search(value):
+                cond.hairpin_set = True
+                other += 1
+            elif tok not in ('-m', '--match'):
+                other += 1
+            neg = False
+            i = j
+        self.gate_return = self.target == 'RETURN' and neg_mark_only and other == 0 and not cond.mark
+
+
+class IptTable:
+    """A nat table (``iptables_save.NatTable``), as the audit walks it."""
+
+    def __init__(self, table):
+        self.version = table.version
+        self.backend = table.backend
+        self.incompatible = bool(table.incomplete)
+        self.builtin = set(name for name in table.chains if table.builtin(name))
+        self.chains = dict((name, [IptRule(rule) for rule in rules]) for name, rules in table.chains.items())
+
+
+def audit_iptables(nat, family, backend, chain):
+    """The SNAT sources in one nat table (``iptables_save.NatTable``)."""
+    table = IptTable(nat)
+
+    def edges(name):
+        for rule in table.chains.get(name, []):
+            if rule.target in table.chains and rule.target not in table.builtin:
+                yield rule, rule.target
+
+    paths = bfs(['POSTROUTING'] if 'POSTROUTING' in table.chains else [], edges)
+    # Our chain, and the sub-chains it goes to (the split form of iptables_rules.chains).
+    ours = set([chain]) | set(name for name in sub_chain_names(chain).values()
+                              if chain in [hop for hop, _via in paths.get(name, ())])
+    sources = []
+    for name, rules in table.chains.items():
+        path = paths.get(name)
+        for rule in rules:
+            if rule.target not in SNAT_TARGETS and not (path and rule.target in REACHABLE_ONLY_TARGETS):
+                continue
+            hops = path or [(name, None)]
+            via = [r for _n, r in hops if r is not None]
+            cond = combine([r.cond for r in via] + [rule.cond])
+            gate = any(gated_before(table.chains[r.chain], r.index, lambda x: x.gate_return)
+                       for r in via + [rule])
+            src = source(family=FAMILY_NAMES[family], backend=backend, table='nat', chain=name,
+                         rule=rule.line, target=rule.target, path=[n for n, _r in hops],
+                         reachable=path is not None, cond=cond, gated=gate, our_chain=chain)
+            src['ours'] = name in ours
+            sources.append(src)
+    return sources

@@ -1,0 +1,156 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, ipmasq.agent contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# NOTE: private to the ipmasq.agent collection; not a public API.
+"""Who wrote a nat rule: the owners the audit knows, the clues that tell
+them apart (chain, table, comment, interface, default subnet) and what to do
+about each.
+
+Our daemons' owners come from their own descriptor files
+(``_daemons/docker_owner.py``, ``_daemons/flannel_owner.py``: ``AUDIT``),
+whose names the clean-up that removes their rules reads too; the others
+(ours, kube-proxy, the CNI plugins, netavark, libvirt) are described here.
+A new daemon adds its ``AUDIT`` to :data:`CATALOGUE` and its name to
+:data:`OWNERS`.
+
+Standard library only: this file runs on managed nodes.
+"""
+
+import ipaddress
+import re
+
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit.conds import net
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import OUR_COMMENT_PREFIX
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import docker_owner, flannel_owner
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.owner import Owner
+
+OURS = Owner(
+    'ip-masq-agent',
+    chains=('IP-MASQ',),
+    tables=('ip-masq-agent',),
+    comments=(OUR_COMMENT_PREFIX,),
+    hint=('a second ip-masq-agent chain (left by an earlier run under another chain name?): '
+          'remove it with ipmasq.agent.masq_chain state=absent chain=%(chain)s'),
+)
+KUBE_PROXY = Owner(
+    'kube-proxy',
+    chains=('KUBE-',),
+    tables=('kube-proxy',),
+    comments=('kubernetes ', 'kube '),
+    service=True,           # its 0x4000 mark
+    hint=('a kube-proxy rule that is not limited to marked service traffic: check kube-proxy\'s '
+          '--masquerade-all and --cluster-cidr settings'),
+)
+CNI = Owner(
+    'cni',
+    chains=('CNI-',),
+    tables=('cni',),
+    # "cni ...", the bridge plugin's 'name: "x" id: "y"' and portmap's ', net: x, if: y, id: z'
+    comment_patterns=(r'(?i)^cni ', r'^name: ".*" id: ".*"$', r', net: .*, if: .*, id: '),
+    ifaces=('^cni',),
+    service=True,           # portmap's 0x2000 hostport mark
+    hint=('a CNI network with "ipMasq": true: set "ipMasq": false in its file under /etc/cni/net.d '
+          '(new containers get no rule; remove the rules of running ones)'),
+)
+NETAVARK = Owner(
+    'netavark',
+    chains=('NETAVARK',),
+    tables=('netavark',),
+    comment_words=('netavark',),
+    ifaces=('^podman',),
+    service=True,           # its 0x2000 hostport mark
+    hint=('podman (netavark) masquerades this network: allow owner netavark if its containers '
+          'may be masqueraded, or run them on a network without outbound NAT'),
+)
+LIBVIRT = Owner(
+    'libvirt',
+    chains=('LIBVIRT',),
+    tables=('libvirt',),
+    ifaces=('^virbr',),
+    subnets=('192.168.122.0/24',),      # its default network
+    hint=('a libvirt NAT network: use <forward mode="route"/> or mode="open" in its XML '
+          '(virsh net-edit), or allow owner libvirt'),
+)
+
+# Every owner; a table name is tried against them in this order (the first
+# fragment found wins: a table named "docker-cni" is Docker's).  The other
+# clues of two owners never match the same name.
+CATALOGUE = (docker_owner.AUDIT, flannel_owner.AUDIT, NETAVARK, KUBE_PROXY, LIBVIRT, CNI, OURS)
+UNKNOWN = 'unknown'
+# The owner names, as ``allow`` and the reports use them.
+OWNERS = ('ip-masq-agent', 'docker', 'flannel', 'kube-proxy', 'cni', 'netavark', 'libvirt', UNKNOWN)
+# Owners whose mark- or DNAT-gated masquerade only rewrites service or
+# port-forwarded connections (kube-proxy's 0x4000, CNI portmap's and
+# netavark's 0x2000 hostport marks).
+SERVICE_OWNERS = frozenset(o.name for o in CATALOGUE if o.service)
+HINTS = dict((o.name, o.hint) for o in CATALOGUE)
+HINTS[UNKNOWN] = ('find the tool that writes this rule and switch its masquerading off, or allow it '
+                  '(allow: [{chain: %(chain)s}] or a regex on the rule)')
+
+_IFACES = tuple((re.compile(p), o.name) for o in CATALOGUE for p in o.ifaces)
+_COMMENT_PATTERNS = tuple((re.compile(p), o.name) for o in CATALOGUE for p in o.comment_patterns)
+_SUBNETS = tuple((ipaddress.ip_network(s), o.name) for o in CATALOGUE for s in o.subnets)
+
+
+def _from_chain(name, our_chain):
+    if name == our_chain:
+        return OURS.name
+    upper = name.upper()
+    for owner in CATALOGUE:
+        if upper.startswith(owner.chains):
+            return owner.name
+    return None
+
+
+def _from_comment(comment):
+    """Prefixes first, then words, then patterns."""
+    c = comment.strip()
+    low = c.lower()
+    for owner in CATALOGUE:
+        if owner.comments and low.startswith(owner.comments):
+            return owner.name
+    for owner in CATALOGUE:
+        if any(word in low for word in owner.comment_words):
+            return owner.name
+    for pattern, name in _COMMENT_PATTERNS:
+        if pattern.search(c):
+            return name
+    return None
+
+
+def _from_iface(iface):
+    name = iface.rstrip('+')
+    for pattern, owner in _IFACES:
+        if pattern.match(name):
+            return owner
+    return None
+
+
+def attribute(path, cond, our_chain, nft_table=None):
+    """Who wrote a rule: by nft table name, then chain names (innermost
+    first), comments, interfaces, and well-known default subnets."""
+    if nft_table is not None:
+        low = nft_table.lower()
+        for owner in CATALOGUE:
+            if any(fragment in low for fragment in owner.tables):
+                return owner.name
+    for name in reversed(path):
+        owner = _from_chain(name, our_chain)
+        if owner:
+            return owner
+    for comment in reversed(cond.comments):
+        owner = _from_comment(comment)
+        if owner:
+            return owner
+    for iface in cond.ifaces:
+        owner = _from_iface(iface)
+        if owner:
+            return owner
+    for neg, text in cond.sources:
+        network = net(text)
+        for subnet, owner in _SUBNETS:
+            if not neg and network is not None and network.version == 4 and network.subnet_of(subnet):
+                return owner
+    return UNKNOWN

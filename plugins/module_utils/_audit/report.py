@@ -1,0 +1,109 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, ipmasq.agent contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# NOTE: private to the ipmasq.agent collection; not a public API.
+"""The audit's result and its words: the keys the module returns, the
+one-line summary, and one line per problem for warnings and failures.
+
+Standard library only: this file runs on managed nodes.
+"""
+
+import collections
+
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit.walk import FAMILY_NAMES
+
+LEGACY_NOTE = ' is in the legacy nat table, which packets pass too'
+
+
+def make_result(sources, chain, families, audited, notes):
+    offenders = [s for s in sources if s['reachable'] and not s['allowed']]
+    ours_by_family = {}
+    for family in families:
+        name = FAMILY_NAMES[family]
+        ours_by_family[name] = any(s['ours'] and s['reachable'] and s['family'] in (name, 'inet')
+                                   for s in sources)
+    ours_present = all(ours_by_family.values())
+    # Our policy lives in one backend: an iptables chain of ours and an nft
+    # table of ours at the same time is a switch left half done (or a
+    # DaemonSet still writing its chain beside our table).
+    ours_backends = sorted(set('nftables' if s['backend'] == 'nft' else 'iptables'
+                               for s in sources if s['ours'] and s['reachable']))
+    # The legacy nat table and iptables-nft's are both traversed: ours in each
+    # is two policies too (a chain left behind when the node's iptables moved).
+    ours_in = _ours_in(sources)
+    only_ours = ours_present and not offenders and len(ours_backends) < 2 and len(ours_in) < 2
+    return {
+        'changed': False,
+        'chain': chain,
+        'sources': sources,
+        'offenders': offenders,
+        'ours_present': ours_present,
+        'ours_by_family': ours_by_family,
+        'ours_backends': ours_backends,
+        'ours_in': ours_in,
+        'only_ours': only_ours,
+        'summary': summary(sources, offenders, ours_by_family, chain, ours_backends),
+        'audited': audited,
+        'notes': notes,
+    }
+
+
+def _ours_in(sources):
+    """Where ours is reachable: V(iptables-legacy), V(iptables-nft) and/or V(nftables)."""
+    return sorted(set('nftables' if s['backend'] == 'nft' else s['backend']
+                      for s in sources if s['ours'] and s['reachable']))
+
+
+def _counts(sources):
+    counts = collections.Counter(s['owner'] for s in sources)
+    return ', '.join('%s (%d)' % (o, n) for o, n in sorted(counts.items()))
+
+
+def summary(sources, offenders, ours_by_family, chain, ours_backends=()):
+    parts = []
+    missing = [f for f, present in sorted(ours_by_family.items()) if not present]
+    if missing:
+        parts.append('%s masquerades nothing in %s (chain missing, empty, or not reached from POSTROUTING)'
+                     % (chain, ' and '.join(m.replace('ip', 'IP') for m in missing)))
+    if len(ours_backends) > 1:
+        parts.append('our policy is in both iptables and nftables')
+    elif len(_ours_in(sources)) > 1:
+        parts.append('our chain is in both the iptables-legacy and the iptables-nft nat table')
+    if offenders:
+        parts.append('%d other SNAT rule%s would act on pod traffic: %s'
+                     % (len(offenders), '' if len(offenders) == 1 else 's', _counts(offenders)))
+    allowed = [s for s in sources if s['reachable'] and s['allowed'] and not s['ours']]
+    if not parts:
+        parts.append('%s is the only SNAT source for pod traffic' % chain)
+    if allowed:
+        parts.append('%d other rule%s allowed: %s' % (len(allowed), '' if len(allowed) == 1 else 's', _counts(allowed)))
+    unreachable = [s for s in sources if not s['reachable']]
+    if unreachable:
+        parts.append('%d not reached from the postrouting hook' % len(unreachable))
+    return '; '.join(parts) + '.'
+
+
+def offender_lines(result):
+    """One line per problem, for warnings and the failure message."""
+    lines = []
+    for family, present in sorted(result['ours_by_family'].items()):
+        if not present:
+            lines.append('%s: no MASQUERADE of %s is reached from POSTROUTING; run ipmasq.agent.masq_chain.'
+                         % (family.replace('ip', 'IP'), result['chain']))
+    if len(result.get('ours_backends') or ()) > 1:
+        lines.append('our policy is in both iptables (chain %s) and nftables (table inet %s): run '
+                     'ipmasq.agent.masq_chain with the backend it belongs in (backend=iptables or nftables); '
+                     'it removes ours from the other one.' % (result['chain'], result['chain'].lower()))
+    elif len(_ours_in(result['sources'])) > 1:
+        lines.append('our chain %s is in both the iptables-legacy and the iptables-nft nat table, and packets pass '
+                     'both: run ipmasq.agent.masq_chain, which removes ours from the iptables flavour not on PATH '
+                     '(or remove it yourself: iptables-legacy -t nat -D POSTROUTING -j %s; iptables-legacy -t nat '
+                     '-F %s; iptables-legacy -t nat -X %s).' % ((result['chain'],) * 4))
+    lines.extend(n for n in result.get('notes') or [] if LEGACY_NOTE in n)
+    for s in result['offenders']:
+        lines.append('[%s %s %s: %s] %s: %s -- %s'
+                     % (s['family'].replace('ip', 'IP'), s['backend'], s['table'], ' > '.join(s['path']),
+                        s['owner'], s['rule'], s['hint']))
+    return lines
