@@ -52,6 +52,13 @@ _MK_IPMASQ = re.compile(r'^ipmasq=(["\']?)(true|false)\1[ \t]*(?:#.*)?$', re.M)
 # flanneld's nftables mode: its tables and the chain --ip-masq adds to them.
 FLANNEL_NFT_TABLES = (('ip', 'flannel-ipv4'), ('ip6', 'flannel-ipv6'))
 FLANNEL_NFT_CHAIN = 'postrtg'
+# Where flannel's mk-docker-opts.sh is installed (the module's default for mk_docker_opts).
+MK_DOCKER_OPTS = (
+    '/usr/libexec/flannel/mk-docker-opts.sh',
+    '/opt/bin/mk-docker-opts.sh',
+    '/usr/local/bin/mk-docker-opts.sh',
+    '/usr/bin/mk-docker-opts.sh',
+)
 
 
 def flannel_rules(table, family):

@@ -34,7 +34,12 @@ from ansible.module_utils.common.text.converters import to_bytes, to_native, to_
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import atomic_write, remove_quietly, write_temp
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import Writer, flag_words, orphans_of
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import (
+    Failed, FileStep, left_edited, reason, replace_all, stage_all,
+)
+from ansible_collections.ipmasq.agent.plugins.module_utils._files.inode_flags import flag_words
+from ansible_collections.ipmasq.agent.plugins.module_utils._files.orphans import remove_orphans
+from ansible_collections.ipmasq.agent.plugins.module_utils._files.writer import Writer
 
 MODE_RE = re.compile(r'^0?[0-7]{3}$|^[0-7]{4}$')
 DIFF_LIMIT = 65536
@@ -236,54 +241,40 @@ def _remove(item):
         os.unlink(path)
 
 
-def _put_back(writer, done):
-    """Undo the writes in ``done``; return ``[(item, why)]`` for those that could not be put back."""
-    failed = []
-    for item in reversed(done):
-        try:
-            if item['existed'] and item['type'] == 'file':
-                tmp = _stage(item, item['before'])
-                try:
-                    writer.move(tmp, item['path'])
-                finally:
-                    remove_quietly(tmp)
-            else:
-                os.unlink(item['path'])
-        except (MasqError, IOError, OSError) as e:
-            failed.append((item, getattr(e, 'msg', None) or to_native(getattr(e, 'strerror', None) or e)))
-    return failed
+class _Write(FileStep):
+    """One file of ``files`` whose content is written (``transaction.FileStep``)."""
 
+    def __init__(self, writer, item):
+        FileStep.__init__(self, item['path'], item['path'], not (item['existed'] and item['type'] == 'file'))
+        self.writer, self.item = writer, item
 
-def _left_edited(current, why, failed, done):
-    """The failure of a run that wrote files it then could not put back: each
-    named, with a copy of its earlier content (``<path>.<time>.before``, 0600)
-    and the command that restores it."""
-    left, restore, hints = [], [], []
-    stamp = time.strftime('%Y-%m-%dT%H%M%S')
-    for item, err in failed:
-        path = item['path']
-        left.append(path)
-        if not (item['existed'] and item['type'] == 'file'):
-            restore.append({'path': path, 'backup': None, 'command': ['rm', '-f', path]})
-            hints.append('%s was created by this run and could not be removed again (%s); remove it: rm -f %s'
-                         % (path, err, path))
-            continue
-        copy = '%s.%s.before' % (path, stamp)
+    def stage(self):
+        _make_parents(self.item)
+        self.tmp = _stage(self.item, self.item['content'])
+
+    def place(self):
+        tmp, self.tmp = self.tmp, None
+        self.writer.move(tmp, self.path)
+        _attributes(self.item)
+
+    def put_back(self):
+        if self.created:
+            os.unlink(self.path)
+            return
+        tmp = _stage(self.item, self.item['before'])
         try:
-            atomic_write(copy, item['before'], 0o600)
+            self.writer.move(tmp, self.path)
+        finally:
+            remove_quietly(tmp)
+
+    def keep_before(self):
+        """A copy of the earlier content beside the file (``<path>.<time>.before``, 0600)."""
+        copy = '%s.%s.before' % (self.path, time.strftime('%Y-%m-%dT%H%M%S'))
+        try:
+            atomic_write(copy, self.item['before'], 0o600)
         except (IOError, OSError) as e:
-            restore.append({'path': path, 'backup': None, 'command': None})
-            hints.append('%s was left written: putting it back failed (%s), and no copy of its earlier content '
-                         'could be written (%s); its earlier content is the "before" of this task\'s diff'
-                         % (path, err, to_native(e.strerror or e)))
-            continue
-        restore.append({'path': path, 'backup': copy, 'command': ['cp', copy, path]})
-        hints.append('%s was left written: putting it back failed (%s); restore it from its backup %s: cp %s %s'
-                     % (path, err, copy, copy, path))
-    back = [i['path'] for i in done if i['path'] not in left]
-    return MasqError('%s: cannot be written (%s). %s.%s'
-                     % (current['path'], why, '. '.join(hints), ' Put back as they were: %s.' % ', '.join(back) if back else ''),
-                     changed=True, changed_paths=left, left_edited=left, restore=restore)
+            return None, to_native(e.strerror or e)
+        return copy, None
 
 
 def _check_flags(items):
@@ -310,53 +301,35 @@ def _check_flags(items):
 
 def clean_orphans(items, check_mode):
     """Remove the temporary files a killed run left beside the files of
-    ``files`` (files.orphans_of: our exact name, older than ORPHAN_AGE);
-    return their paths (in check mode: those it would remove)."""
-    removed = []
-    for real in orphans_of([i['path'] for i in items if i['state'] == 'present']):
-        if not check_mode:
-            try:
-                os.unlink(real)
-            except OSError:
-                continue
-        removed.append(real)
-    return removed
+    ``files`` (``_files/orphans.py``); return their paths (in check mode:
+    those it would remove)."""
+    return [real for real, why in remove_orphans([i['path'] for i in items if i['state'] == 'present'], check_mode)
+            if why is None]
 
 
 def apply(module, items):
-    """Write every file (all or nothing), then set attributes, then remove."""
+    """Write every file (all or nothing: ``transaction.py``), then set attributes, then remove."""
     writer = Writer(module)
-    writes = [i for i in items if i['changed'] and i['state'] == 'present' and i['write']]
+    writes = [_Write(writer, i) for i in items if i['changed'] and i['state'] == 'present' and i['write']]
     _check_flags(items)
-    staged = {}
-    current = None
     try:
-        for current in writes:
-            _make_parents(current)
-            staged[current['path']] = _stage(current, current['content'])
-    except (IOError, OSError) as e:
-        for tmp in staged.values():
-            remove_quietly(tmp)
-        raise MasqError('%s: cannot be written (%s). Nothing was changed.' % (current['path'], to_native(e.strerror or e)))
-    done = []
-    for current in writes:
-        try:
-            writer.move(staged.pop(current['path']), current['path'])
-            _attributes(current)
-        except (MasqError, IOError, OSError) as e:
-            for tmp in staged.values():
-                remove_quietly(tmp)
-            why = getattr(e, 'msg', None) or to_native(getattr(e, 'strerror', None) or e)
-            failed = _put_back(writer, done)
-            if failed:
-                raise _left_edited(current, why.rstrip('.'), failed, done)
-            raise MasqError('%s: cannot be written (%s).%s Nothing was changed.'
-                            % (current['path'], why, ' The files written before it (%s) were put back.'
-                               % ', '.join(i['path'] for i in done) if done else ''))
-        done.append(current)
-    changed = [i['path'] for i in done]
+        stage_all(writes)
+    except Failed as f:
+        raise MasqError('%s: cannot be written (%s). Nothing was changed.' % (f.step.path, reason(f.error)))
+    try:
+        replace_all(writes)
+    except Failed as f:
+        why = reason(f.error)
+        if f.broken:
+            raise left_edited(f, 'written', '%s: cannot be written (%s)' % (f.step.path, why.rstrip('.')),
+                              also=('changed_paths',))
+        raise MasqError('%s: cannot be written (%s).%s Nothing was changed.'
+                        % (f.step.path, why, ' The files written before it (%s) were put back.'
+                           % ', '.join(s.path for s in f.done) if f.done else ''))
+    changed = [w.path for w in writes]
+    written = set(changed)
     for current in items:
-        if not current['changed'] or current in writes:
+        if not current['changed'] or current['path'] in written:
             continue
         try:
             if current['state'] == 'absent':
