@@ -185,15 +185,8 @@ messages:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import argument_spec, work
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.flannel import flannel_sync
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.flannel import MK_DOCKER_OPTS, flannel_sync
 from ansible_collections.ipmasq.agent.plugins.module_utils._module import run_module
-
-MK_DOCKER_OPTS = [
-    '/usr/libexec/flannel/mk-docker-opts.sh',
-    '/opt/bin/mk-docker-opts.sh',
-    '/usr/local/bin/mk-docker-opts.sh',
-    '/usr/bin/mk-docker-opts.sh',
-]
 
 
 def main():

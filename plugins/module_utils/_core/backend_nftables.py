@@ -18,7 +18,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import M
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_tools import NftTools, missing_nft
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables import plan_absent, plan_present
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_rules import Desired, delete_commands, table_label, table_name
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import Step
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import Step
 
 
 class NftState:

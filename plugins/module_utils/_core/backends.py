@@ -64,7 +64,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import M
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_rules import diff_text as ipt_diff_text, sub_declarations
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import read_proc
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import validate_chain_name
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import Plan
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import Plan
 
 # The registry: every backend, in the order they are tried (auto), planned and reported.
 REGISTRY = (

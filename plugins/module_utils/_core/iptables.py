@@ -40,7 +40,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import (
     sub_chain_names,
     validate_chain_name,
 )
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import Plan, Step
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import Plan, Step
 
 
 # --------------------------------------------------------------------------

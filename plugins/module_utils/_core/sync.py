@@ -22,100 +22,17 @@ was written, the error says exactly what was already applied (and
 ``changed`` is true), instead of leaving the user to guess.  A step may
 carry its own undo (a switch from one backend to the other does): then the
 steps already written are undone, in reverse order, so that the node keeps
-the policy it had, in the backend it had it in.
+the policy it had, in the backend it had it in.  ``Step`` and ``Plan`` are
+``transaction.py``'s, the one transaction the daemon files and ``node_files``
+write through too.
 
 Standard library only: this file runs on managed nodes.
 """
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.lock import Lock
-
-
-class Step:
-    """One write: a label (``IPv4``), what it does, the function doing it
-    and, optionally, the function that takes it back.  ``kinds``: what each
-    action repairs, one machine-readable word per action (``chain_missing``,
-    ``table_rewritten``, ...: the vocabulary is in ``metrics.py``)."""
-
-    def __init__(self, label, actions, write, undo=None, kinds=()):
-        self.label = label
-        self.actions = list(actions)
-        self.write = write
-        self.undo = undo
-        self.kinds = list(kinds)
-
-    def described(self):
-        return ['%s: %s' % (self.label, a) for a in self.actions]
-
-
-def _labels(steps):
-    return ' and '.join(s.label for s in steps)
-
-
-class Plan:
-    """The steps that bring a node to the wanted state (empty: nothing to do)."""
-
-    def __init__(self, steps=()):
-        self.steps = list(steps)
-
-    @property
-    def changed(self):
-        return bool(self.steps)
-
-    @property
-    def actions(self):
-        return [a for step in self.steps for a in step.described()]
-
-    @property
-    def kinds(self):
-        """The steps' kinds, in the order of ``actions``."""
-        return [k for step in self.steps for k in step.kinds]
-
-    def apply(self):
-        """Write every step in order.  When one fails: undo the written steps
-        that can be undone (newest first), and report exactly what was
-        applied, undone and kept."""
-        done = []
-        for step in self.steps:
-            try:
-                step.write()
-            except MasqError as e:
-                if not done:
-                    raise
-                raise _after_failure(e, done)
-            done.append(step)
-
-
-def _after_failure(error, done):
-    """The error to raise when a step failed after the steps ``done`` were written."""
-    undone, kept, failed = [], [], []
-    for step in reversed(done):
-        if step.undo is None:
-            kept.insert(0, step)
-            continue
-        try:
-            step.undo()
-        except MasqError as e:
-            failed.append((step, e))
-            kept.insert(0, step)
-        else:
-            undone.insert(0, step)
-    details = dict(error.details)
-    first = error.msg.rstrip('.') + '.'
-    if not kept:
-        details.update(changed=False, undone=[a for s in undone for a in s.described()])
-        return MasqError('%s What was written before it (%s) was undone: the node is as it was. Nothing was changed.'
-                         % (first, _labels(undone)), **details)
-    applied = [a for s in kept for a in s.described()]
-    details.update(changed=True, applied=applied, undone=[a for s in undone for a in s.described()])
-    text = '%s %s %s already applied and %s kept: %s.' % (
-        first, _labels(kept), 'was' if len(kept) == 1 else 'were', 'is' if len(kept) == 1 else 'are',
-        '; '.join(applied))
-    if undone:
-        text += ' %s %s undone.' % (_labels(undone), 'was' if len(undone) == 1 else 'were')
-    for step, e in failed:
-        text += ' Undoing %s failed as well: %s' % (step.label, e.msg.rstrip('.') + '.')
-    return MasqError(text + ' Fix the problem above and run again to finish.', **details)
+# A plan and its steps are the one transaction of transaction.py (imported from here too).
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import Plan, Step  # noqa: F401 pylint: disable=unused-import
 
 
 class _NoLock:

@@ -16,11 +16,13 @@ Standard library only: this file runs on managed nodes.
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_tools import NftTools
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import Plan, Step, locked
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import locked
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import Plan, Step
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups import Backups
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups import DEFAULT_BACKUP_DIR, plan_restore
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import Files, Writer, check_abs, commit
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import Files, check_abs, commit
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.systemd import DEFAULT_UNIT_DIRS, load_unit
+from ansible_collections.ipmasq.agent.plugins.module_utils._files.writer import Writer
 
 CLI_TIMEOUT = 60
 # The nft families of the daemons' tables, and the address family of each.

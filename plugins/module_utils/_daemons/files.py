@@ -9,7 +9,8 @@
 :class:`Files` reads from a root directory (``/`` on a node, a temporary
 tree in tests) and collects every change in memory: everything is read,
 planned and checked before the first byte is written, and check mode writes
-nothing.  :func:`commit` then writes the changes as one transaction:
+nothing.  :func:`commit` then writes the changes as one transaction
+(``_core/transaction.py``, the one the rules and ``node_files`` use too):
 
 1. every new text is staged in a temporary file beside its target;
 2. the originals are kept (``backups.Backups`` under the backup directory,
@@ -20,7 +21,7 @@ nothing.  :func:`commit` then writes the changes as one transaction:
 
 Before step 1 every target and its directory is checked for the inode flags
 that stop even root from replacing a file (immutable, append-only: ``chattr
-+i``/``+a``, read with the ``FS_IOC_GETFLAGS`` ioctl): such a file is refused
++i``/``+a``, ``_files/inode_flags.py``): such a file is refused
 before anything is staged or copied.  A failure in steps 1 or 2 leaves every
 file as it was; a failure in step 3 puts back the files already replaced.
 Either way the copies of this run (``~`` and the backup store's originals
@@ -34,36 +35,29 @@ Every run also removes the temporary files (``.<name>.<12 hex
 digits>.ipmasq-tmp``, as ``fileio.write_temp`` names them) that a run killed
 between staging and renaming left beside the files this run reads or writes
 and beside their records in the backup store, once they are older than
-``ORPHAN_AGE`` seconds: no run keeps a staged file that long, so a file
-that old belongs to no live run.
+``ORPHAN_AGE`` seconds (``_files/orphans.py``).
+
+How the files reach the disk (``AnsibleModule.atomic_move`` and
+``backup_local``) is ``_files/writer.py``'s ``Writer``.
 
 Standard library only: this file runs on managed nodes.
 """
 
 import errno
-import fcntl
 import hashlib
 import os
-import re
-import stat
-import struct
 import time
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import atomic_write, remove_quietly, write_temp
-
-# The inode flags of chattr +i and +a (linux/fs.h), and the ioctl that reads
-# them: _IOR('f', 1, long); powerpc, mips, sparc and alpha put the read bit
-# one place lower.  The kernel writes an int at the buffer's start.
-FS_IMMUTABLE_FL = 0x10
-FS_APPEND_FL = 0x20
-_IOC_READ = 0x40000000 if os.uname()[4].startswith(('ppc', 'mips', 'sparc', 'alpha')) else 0x80000000
-FS_IOC_GETFLAGS = _IOC_READ | (struct.calcsize('l') << 16) | (ord('f') << 8) | 1
-
-# A temporary file of ours (fileio.write_temp with the prefix ".<name>."), and
-# how old it must be before a later run removes it as left by a killed run.
-TEMP_NAME = re.compile(r'^\.(?P<name>.+)\.[0-9a-f]{12}\.ipmasq-tmp$')
-ORPHAN_AGE = 600
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import (
+    FILE_ERRORS, Failed, FileStep, left_edited, reason, replace_all, stage_all,
+)
+from ansible_collections.ipmasq.agent.plugins.module_utils._files.inode_flags import flag_words
+from ansible_collections.ipmasq.agent.plugins.module_utils._files.orphans import remove_orphans
+# Imported from here by earlier callers (and tests): the orphans' age and the Writer.
+from ansible_collections.ipmasq.agent.plugins.module_utils._files.orphans import ORPHAN_AGE  # noqa: F401 pylint: disable=unused-import
+from ansible_collections.ipmasq.agent.plugins.module_utils._files.writer import Writer  # noqa: F401 pylint: disable=unused-import
 
 
 def check_abs(path, what):
@@ -175,81 +169,40 @@ class Files:
 
 
 # --------------------------------------------------------------------------
-# Writing through AnsibleModule
-# --------------------------------------------------------------------------
-
-class _Refused(Exception):
-    pass
-
-
-def _reason(exc):
-    """The words of an exception and of what caused it."""
-    text = str(exc) or exc.__class__.__name__
-    cause = getattr(exc, '__cause__', None)
-    if cause is not None:
-        text = '%s (%s)' % (text.rstrip('.'), getattr(cause, 'strerror', None) or cause)
-    return text
-
-
-class Writer:
-    """How edited files reach the disk: ``AnsibleModule.atomic_move`` (keeps
-    the SELinux context, owner and mode of the file it replaces) and
-    ``AnsibleModule.backup_local`` (the timestamped copy beside the file).
-
-    Depending on the ansible-core version these report a failure by raising
-    or through ``fail_json``; both become a MasqError here, so that the
-    transaction can put back what it already wrote before it fails."""
-
-    def __init__(self, module):
-        self.module = module
-
-    def _call(self, fn, *args):
-        module = self.module
-        saved = module.fail_json
-
-        def refuse(msg='', **_kwargs):
-            raise _Refused(msg)
-
-        module.fail_json = refuse
-        try:
-            return fn(*args)
-        except _Refused as e:
-            raise MasqError(str(e))
-        except (IOError, OSError) as e:
-            raise MasqError(e.strerror or str(e))
-        except Exception as e:  # pylint: disable=broad-except
-            raise MasqError(_reason(e))
-        finally:
-            module.fail_json = saved
-
-    def backup(self, real):
-        return self._call(self.module.backup_local, real)
-
-    def move(self, tmp, real):
-        self._call(self.module.atomic_move, tmp, real)
-
-
-# --------------------------------------------------------------------------
 # The transaction
 # --------------------------------------------------------------------------
 
-class _Change:
-    __slots__ = ('path', 'real', 'before', 'after', 'st', 'rec', 'tmp', 'mode', 'uid', 'gid')
+class _Change(FileStep):
+    """One file of the transaction (``transaction.FileStep``): its new text
+    staged beside it, moved into place, and put back on a failure."""
 
-    def __init__(self, files, path, before, after, restoring):
-        self.path = path
-        self.real = files.real(path)
+    def __init__(self, files, path, before, after, restoring, writer, backups, copies):
+        FileStep.__init__(self, path, files.real(path), before is None)
+        self.writer, self.backups, self.copies = writer, backups, copies
         self.before = before
         self.after = after
         self.st = os.stat(self.real) if before is not None else None
         self.rec = restoring.get(path) if restoring else None
-        self.tmp = None
         if self.rec is not None and self.rec.get('mode') is not None:
             self.mode, self.uid, self.gid = self.rec['mode'], self.rec.get('uid'), self.rec.get('gid')
         elif self.st is not None:
             self.mode, self.uid, self.gid = self.st.st_mode & 0o7777, self.st.st_uid, self.st.st_gid
         else:
             self.mode, self.uid, self.gid = 0o644, None, None
+
+    def stage(self):
+        if self.after is not None:
+            self.tmp = _stage(self.real, self.after, self.mode, self.uid, self.gid)
+
+    def place(self):
+        tmp, self.tmp = self.tmp, None
+        _place(self.writer, self, self.after, tmp)
+
+    def put_back(self):
+        _place(self.writer, self, self.before)
+
+    def keep_before(self):
+        return _restore_source(self.backups, self.copies, self)
 
 
 def _stage(real, text, mode, uid, gid):
@@ -281,43 +234,6 @@ def _place(writer, change, text, tmp=None):
         os.chown(change.real, change.uid, change.gid)
 
 
-def inode_flags(real):
-    """The inode flags (what ``lsattr`` shows) of the regular file or
-    directory ``real``; None for anything else, or when the file system does
-    not have them.  Opened without blocking and without following a link."""
-    try:
-        st = os.lstat(real)
-    except OSError:
-        return None
-    if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
-        return None
-    try:
-        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, 'O_NOFOLLOW', 0) | getattr(os, 'O_CLOEXEC', 0))
-    except OSError:
-        return None
-    try:
-        buf = bytearray(struct.calcsize('l'))
-        fcntl.ioctl(fd, FS_IOC_GETFLAGS, buf, True)
-        return struct.unpack('=i', bytes(buf[:4]))[0] & 0xffffffff
-    except (IOError, OSError, ValueError):
-        return None
-    finally:
-        os.close(fd)
-
-
-def flag_words(real):
-    """``(adjective, chattr letter)`` when ``real`` cannot be replaced or
-    removed even by root (immutable, append-only), else None."""
-    flags = inode_flags(real)
-    if flags is None:
-        return None
-    if flags & FS_IMMUTABLE_FL:
-        return 'immutable', 'i'
-    if flags & FS_APPEND_FL:
-        return 'append-only', 'a'
-    return None
-
-
 def _check_writable(files, change):
     """Refuse (MasqError) a change the kernel would refuse because of an inode
     flag on the file or on the directory it is written in (the nearest
@@ -337,17 +253,6 @@ def _check_writable(files, change):
                         'run "chattr -%s %s" if ipmasq.agent may edit it'
                         % (node_dir, words[0], words[1], 'create' if words[1] == 'i' else 'replace',
                            words[1], files.real(node_dir)))
-
-
-def _put_back(writer, done):
-    """Undo the replacements in ``done``; return ``[(change, why)]`` for those that could not be put back."""
-    failed = []
-    for change in reversed(done):
-        try:
-            _place(writer, change, change.before)
-        except (MasqError, IOError, OSError) as e:
-            failed.append((change, getattr(e, 'msg', None) or getattr(e, 'strerror', None) or str(e)))
-    return failed
 
 
 def _drop_copies(copies, existed):
@@ -400,94 +305,25 @@ def _restore_source(backups, copies, change):
     return copy, None
 
 
-def _left_edited(backups, copies, current, why, failed, done):
-    """The failure of a run that replaced files it then could not put back."""
-    left, restore, hints = [], [], []
-    for change, err in failed:
-        left.append(change.path)
-        try:
-            # Our text is on disk: state=absent may restore its original.
-            backups.after_write(change.path, change.after)
-        except (IOError, OSError):
-            pass
-        if change.before is None:
-            restore.append({'path': change.path, 'backup': None, 'command': ['rm', '-f', change.real]})
-            hints.append('%s was created by this run and could not be removed again (%s); remove it: rm -f %s'
-                         % (change.path, err, change.real))
-            continue
-        source, nosave = _restore_source(backups, copies, change)
-        restore.append({'path': change.path, 'backup': source,
-                        'command': ['cp', source, change.real] if source else None})
-        if source:
-            hints.append('%s was left edited: putting it back failed (%s); restore it from its backup %s: '
-                         'cp %s %s' % (change.path, err, source, source, change.real))
-        else:
-            hints.append('%s was left edited: putting it back failed (%s), and no copy of its earlier content '
-                         'could be written (%s); its earlier content is the "before" of this task\'s diff'
-                         % (change.path, err, nosave))
-    back = [c.path for c in done if c.path not in left]
-    return MasqError('cannot replace %s: %s. %s.%s'
-                     % (current.path, why, '. '.join(hints),
-                        ' Put back as they were: %s.' % ', '.join(back) if back else ''),
-                     path=current.path, changed=True, edited=left, left_edited=left, restore=restore)
-
-
-def orphans(files, backups):
-    """The temporary files of ours left by a killed run beside the files this
-    run read or writes and beside their records in the backup store."""
+def clean_orphans(files, backups, result, check_mode):
+    """Remove (in check mode: name) the temporary files of ours a killed run
+    left beside the files this run read or writes and beside their records
+    in the backup store (``_files/orphans.py``)."""
     reals = []
     for path in files.touched():
         if path == '/dev/null':
             continue
         data = backups.data_path(path)
         reals.extend([files.real(path), data, data + backups.META_SUFFIX])
-    return orphans_of(reals)
-
-
-def orphans_of(reals):
-    """The temporary files a killed run left for the files ``reals``: in a
-    file's directory, a name ``.<name>.<12 hex>.ipmasq-tmp`` (as
-    ``fileio.write_temp`` makes it) whose ``<name>`` is the file's, a regular
-    file older than ``ORPHAN_AGE`` seconds."""
-    names = {}
-    for real in reals:
-        names.setdefault(os.path.dirname(real), set()).add(os.path.basename(real))
-    now = time.time()
-    found = []
-    for directory in sorted(names):
-        try:
-            entries = os.listdir(directory)
-        except OSError:
-            continue
-        for entry in sorted(entries):
-            m = TEMP_NAME.match(entry)
-            if not m or m.group('name') not in names[directory]:
-                continue
-            real = os.path.join(directory, entry)
-            try:
-                st = os.lstat(real)
-            except OSError:
-                continue
-            if stat.S_ISREG(st.st_mode) and now - st.st_mtime > ORPHAN_AGE:
-                found.append(real)
-    return found
-
-
-def clean_orphans(files, backups, result, check_mode):
-    """Remove (in check mode: name) what :func:`orphans` finds."""
-    for real in orphans(files, backups):
+    for real, why in remove_orphans(reals, check_mode):
         if check_mode:
             result.msg('%s: a temporary file left by an earlier run that was stopped; a run not in check mode '
                        'removes it.' % real)
-            continue
-        try:
-            os.unlink(real)
-        except OSError as e:
-            if e.errno != errno.ENOENT:
-                result.warn('%s: a temporary file left by an earlier run that was stopped could not be removed '
-                            '(%s).' % (real, e.strerror or e))
-            continue
-        result.msg('%s: removed a temporary file left by an earlier run that was stopped.' % real)
+        elif why:
+            result.warn('%s: a temporary file left by an earlier run that was stopped could not be removed '
+                        '(%s).' % (real, why))
+        else:
+            result.msg('%s: removed a temporary file left by an earlier run that was stopped.' % real)
 
 
 def commit(files, backups, result, check_mode, writer, backup=True, restoring=None):
@@ -508,18 +344,16 @@ def commit(files, backups, result, check_mode, writer, backup=True, restoring=No
     clean_orphans(files, backups, result, check_mode)
     if check_mode or not pending:
         return
-    changes = [_Change(files, path, before, after, restoring) for path, before, after in pending]
-    current = None
     copies = {}     # path -> the timestamped copy of this run
     kept_copies = set()
+    changes = [_Change(files, path, before, after, restoring, writer, backups, copies) for path, before, after in pending]
+    current = None
     backups.begin()
     try:
         # 0. nothing the kernel would refuse; 1. stage every new text; 2. keep every original
         for current in changes:
             _check_writable(files, current)
-        for current in changes:
-            if current.after is not None:
-                current.tmp = _stage(current.real, current.after, current.mode, current.uid, current.gid)
+        stage_all(changes)
         for current in changes:
             if current.rec is None:
                 backups.before_write(current.path, current.before, current.st)
@@ -536,34 +370,32 @@ def commit(files, backups, result, check_mode, writer, backup=True, restoring=No
                     copies[current.path] = copy
                     if os.path.basename(copy) in there:
                         kept_copies.add(copy)
-    except (MasqError, IOError, OSError) as e:
+    except (Failed,) + FILE_ERRORS as e:
+        if isinstance(e, Failed):
+            current, e = e.step, e.error
         for change in changes:
-            if change.tmp:
-                remove_quietly(change.tmp)
+            change.discard()
         kept = _undo_copies(backups, copies, kept_copies)
-        raise MasqError('cannot write %s: %s. Nothing was changed.%s'
-                        % (current.path, getattr(e, 'msg', None) or getattr(e, 'strerror', None) or e, kept),
-                        path=current.path)
+        raise MasqError('cannot write %s: %s. Nothing was changed.%s' % (current.path, reason(e), kept), path=current.path)
     # 3. replace, in order; on a failure put back what was replaced
-    done = []
-    for current in changes:
-        tmp, current.tmp = current.tmp, None
-        try:
-            _place(writer, current, current.after, tmp)
-        except (MasqError, IOError, OSError) as e:
-            for change in changes:
-                if change.tmp:
-                    remove_quietly(change.tmp)
-            failed = _put_back(writer, done)
-            why = (getattr(e, 'msg', None) or getattr(e, 'strerror', None) or str(e)).rstrip('.')
-            if failed:
-                backups.end()
-                raise _left_edited(backups, copies, current, why, failed, done)
-            kept = _undo_copies(backups, copies, kept_copies)
-            raise MasqError('cannot replace %s: %s.%s Nothing was changed.%s'
-                            % (current.path, why, ' The files written before it (%s) were put back as they were.'
-                               % ', '.join(c.path for c in done) if done else '', kept), path=current.path)
-        done.append(current)
+    try:
+        replace_all(changes)
+    except Failed as f:
+        current, why = f.step, reason(f.error).rstrip('.')
+        if f.broken:
+            backups.end()
+            for change, _e in f.broken:
+                try:
+                    # Our text is on disk: state=absent may restore its original.
+                    backups.after_write(change.path, change.after)
+                except (IOError, OSError):
+                    pass
+            raise left_edited(f, 'edited', 'cannot replace %s: %s' % (current.path, why), lead={'path': current.path},
+                              also=('edited',))
+        kept = _undo_copies(backups, copies, kept_copies)
+        raise MasqError('cannot replace %s: %s.%s Nothing was changed.%s'
+                        % (current.path, why, ' The files written before it (%s) were put back as they were.'
+                           % ', '.join(c.path for c in f.done) if f.done else '', kept), path=current.path)
     backups.end()
     for path in sorted(copies):
         result['backups'].append(path + copies[path][len(files.real(path)):])

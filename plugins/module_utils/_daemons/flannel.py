@@ -49,6 +49,13 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.goflags impo
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.systemd import RUNTIME_DIRS, command_lines, extra_definitions, load_unit, unit_variables
 
 _MK_IPMASQ = re.compile(r'^ipmasq=(["\']?)(true|false)\1[ \t]*(?:#.*)?$', re.M)
+# Where flannel's mk-docker-opts.sh is installed (the module's default for mk_docker_opts).
+MK_DOCKER_OPTS = (
+    '/usr/libexec/flannel/mk-docker-opts.sh',
+    '/opt/bin/mk-docker-opts.sh',
+    '/usr/local/bin/mk-docker-opts.sh',
+    '/usr/bin/mk-docker-opts.sh',
+)
 
 
 def flannel_rules(table, family):

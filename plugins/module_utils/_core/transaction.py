@@ -1,0 +1,256 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, ipmasq.agent contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# NOTE: private to the ipmasq.agent collection; not a public API.
+"""The one way every writer of ours writes, and puts back on failure.
+
+A change is a list of :class:`Step`: each has a label, what it does (its
+actions), the function doing it and, optionally, the function that takes
+it back.  :func:`run` writes the steps in order; when one fails, the steps
+already written are undone, newest first, and :class:`Failed` says which
+were undone, which were kept (no undo) and which could not be undone.
+
+Two kinds of step use it:
+
+- rules (``sync.py``'s plans: one step per iptables family, one for the
+  nftables table): :class:`Plan` reports a failure after earlier steps as
+  what was applied, undone and kept;
+- files (``_daemons/files.py``'s commit, ``_files/node_files.py``): a
+  :class:`FileStep` moves a staged file into place and puts the earlier
+  content back.  :func:`left_edited` is the one report of a file that could
+  not be put back: the run fails with ``changed``, each such file named with
+  a copy of its earlier content and the command that restores it.
+
+Standard library only: this file runs on managed nodes.
+"""
+
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import remove_quietly
+
+# What a file step's write or undo may raise (MasqError: AnsibleModule's atomic_move, through files.Writer).
+FILE_ERRORS = (MasqError, IOError, OSError)
+
+
+def reason(error):
+    """The words of a failure: a MasqError's sentence, an OSError's strerror, else the exception."""
+    return getattr(error, 'msg', None) or getattr(error, 'strerror', None) or str(error)
+
+
+class Step:
+    """One write: a label (``IPv4``, a path), what it does, the function doing
+    it and, optionally, the function that takes it back.  ``kinds``: what each
+    action repairs, one machine-readable word per action (``chain_missing``,
+    ``table_rewritten``, ...: the vocabulary is in ``metrics.py``)."""
+
+    def __init__(self, label, actions, write, undo=None, kinds=()):
+        self.label = label
+        self.actions = list(actions)
+        self.write = write
+        self.undo = undo
+        self.kinds = list(kinds)
+
+    def described(self):
+        return ['%s: %s' % (self.label, a) for a in self.actions]
+
+
+class Failed(Exception):
+    """A step failed: ``error`` (what it raised), ``step``, the steps ``done``
+    before it, of those the ``undone``, the ``kept`` (no undo, or the undo
+    failed) and ``broken``: ``[(step, error)]`` whose undo failed, newest first."""
+
+    def __init__(self, error, step, done, undone, kept, broken):
+        super(Failed, self).__init__(reason(error))
+        self.error, self.step, self.done = error, step, done
+        self.undone, self.kept, self.broken = undone, kept, broken
+
+
+def run(steps, errors=(MasqError,)):
+    """Write ``steps`` in order; return them.  When one raises one of
+    ``errors``, undo the steps written before it (newest first) and raise
+    :class:`Failed`."""
+    done = []
+    for step in steps:
+        try:
+            step.write()
+        except errors as e:
+            failure = e
+        else:
+            done.append(step)
+            continue
+        raise _unwind(failure, step, done, errors)
+    return done
+
+
+def _unwind(error, step, done, errors):
+    undone, kept, broken = [], [], []
+    for earlier in reversed(done):
+        if earlier.undo is None:
+            kept.insert(0, earlier)
+            continue
+        try:
+            earlier.undo()
+        except errors as e:
+            broken.append((earlier, e))
+            kept.insert(0, earlier)
+        else:
+            undone.insert(0, earlier)
+    return Failed(error, step, done, undone, kept, broken)
+
+
+# --------------------------------------------------------------------------
+# Rules
+# --------------------------------------------------------------------------
+
+def _labels(steps):
+    return ' and '.join(s.label for s in steps)
+
+
+class Plan:
+    """The steps that bring a node to the wanted state (empty: nothing to do)."""
+
+    def __init__(self, steps=()):
+        self.steps = list(steps)
+
+    @property
+    def changed(self):
+        return bool(self.steps)
+
+    @property
+    def actions(self):
+        return [a for step in self.steps for a in step.described()]
+
+    @property
+    def kinds(self):
+        """The steps' kinds, in the order of ``actions``."""
+        return [k for step in self.steps for k in step.kinds]
+
+    def apply(self):
+        """Write every step in order.  When one fails: undo the written steps
+        that can be undone (newest first), and report exactly what was
+        applied, undone and kept."""
+        try:
+            run(self.steps)
+        except Failed as f:
+            if not f.done:
+                raise f.error
+            raise _after_failure(f)
+
+
+def _after_failure(failed):
+    """The error to raise when a step failed after the steps ``failed.done`` were written."""
+    error, undone, kept = failed.error, failed.undone, failed.kept
+    details = dict(error.details)
+    first = error.msg.rstrip('.') + '.'
+    if not kept:
+        details.update(changed=False, undone=[a for s in undone for a in s.described()])
+        return MasqError('%s What was written before it (%s) was undone: the node is as it was. Nothing was changed.'
+                         % (first, _labels(undone)), **details)
+    applied = [a for s in kept for a in s.described()]
+    details.update(changed=True, applied=applied, undone=[a for s in undone for a in s.described()])
+    text = '%s %s %s already applied and %s kept: %s.' % (
+        first, _labels(kept), 'was' if len(kept) == 1 else 'were', 'is' if len(kept) == 1 else 'are',
+        '; '.join(applied))
+    if undone:
+        text += ' %s %s undone.' % (_labels(undone), 'was' if len(undone) == 1 else 'were')
+    for step, e in failed.broken:
+        text += ' Undoing %s failed as well: %s' % (step.label, e.msg.rstrip('.') + '.')
+    return MasqError(text + ' Fix the problem above and run again to finish.', **details)
+
+
+# --------------------------------------------------------------------------
+# Files
+# --------------------------------------------------------------------------
+
+class FileStep(Step):
+    """One file replaced by the text staged for it (``tmp``, a temporary file
+    beside it): ``write`` moves it into place (``place``), ``undo`` puts back
+    what was there (``put_back``).  ``path`` is the name a user knows,
+    ``real`` where it is (below a root, in tests), ``created``: nothing was
+    there before.  A subclass stages (``stage``), places, puts back and keeps
+    a copy of the earlier content (``keep_before``)."""
+
+    def __init__(self, path, real, created):
+        Step.__init__(self, path, (), self.place, self.put_back)
+        self.path, self.real, self.created = path, real, created
+        self.tmp = None
+
+    def stage(self):
+        raise NotImplementedError
+
+    def place(self):
+        raise NotImplementedError
+
+    def put_back(self):
+        raise NotImplementedError
+
+    def keep_before(self):
+        """``(path, None)`` of a file holding what was here before the run, or ``(None, why)``."""
+        raise NotImplementedError
+
+    def discard(self):
+        """Remove the staged file, if it was not moved into place."""
+        if self.tmp:
+            remove_quietly(self.tmp)
+            self.tmp = None
+
+
+def stage_all(steps):
+    """Stage every step's new text; on a failure remove what was staged and
+    raise :class:`Failed` (nothing written yet: ``done`` is empty)."""
+    for step in steps:
+        try:
+            step.stage()
+        except FILE_ERRORS as e:
+            for staged in steps:
+                staged.discard()
+            raise Failed(e, step, [], [], [], [])
+
+
+def replace_all(steps):
+    """Move every staged file into place, in order.  On a failure the staged
+    files not used are removed, the files already replaced are put back
+    (newest first) and :class:`Failed` says which could not be."""
+    try:
+        return run(steps, FILE_ERRORS)
+    except Failed:
+        for step in steps:
+            step.discard()
+        raise
+
+
+def left_edited(failed, verb, head, lead=None, also=()):
+    """The failure of a run that replaced files it then could not put back
+    (``failed.broken``): ``changed``, each such file named (``left_edited``,
+    and under each key of ``also``) with a copy of its earlier content
+    (``keep_before``) and the command that restores it (``restore``).
+    ``head``: the error's first sentence, without its full stop; ``verb``:
+    what the files were left (``written``, ``edited``); ``lead``: details
+    before these."""
+    left, restore, hints = [], [], []
+    for step, error in failed.broken:
+        err = reason(error)
+        left.append(step.path)
+        if step.created:
+            restore.append({'path': step.path, 'backup': None, 'command': ['rm', '-f', step.real]})
+            hints.append('%s was created by this run and could not be removed again (%s); remove it: rm -f %s'
+                         % (step.path, err, step.real))
+            continue
+        source, nosave = step.keep_before()
+        restore.append({'path': step.path, 'backup': source, 'command': ['cp', source, step.real] if source else None})
+        if source:
+            hints.append('%s was left %s: putting it back failed (%s); restore it from its backup %s: cp %s %s'
+                         % (step.path, verb, err, source, source, step.real))
+        else:
+            hints.append('%s was left %s: putting it back failed (%s), and no copy of its earlier content '
+                         'could be written (%s); its earlier content is the "before" of this task\'s diff'
+                         % (step.path, verb, err, nosave))
+    back = [s.path for s in failed.done if s.path not in left]
+    details = dict(lead or {})
+    details['changed'] = True
+    for key in also:
+        details[key] = left
+    details.update(left_edited=left, restore=restore)
+    return MasqError('%s. %s.%s' % (head, '. '.join(hints), ' Put back as they were: %s.' % ', '.join(back) if back else ''),
+                     **details)
