@@ -31,8 +31,6 @@ Standard library only: this file runs on managed nodes.
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.lock import Lock
-# A plan and its steps are the one transaction of transaction.py (imported from here too).
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import Plan, Step  # noqa: F401 pylint: disable=unused-import
 
 
 class _NoLock:

@@ -12,7 +12,7 @@ import struct
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends, intervals, nfnetlink, nftables, nftables_rules, policy, sync
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends, intervals, nfnetlink, nftables, nftables_rules, policy, transaction
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import parse_nft
 
@@ -427,12 +427,12 @@ def _step(log, label, fail=False, undo=True, undo_fails=False):
         if undo_fails:
             raise MasqError('%s cannot be undone' % label)
         log.append('undo ' + label)
-    return sync.Step(label, ['do %s' % label], write, back if undo else None)
+    return transaction.Step(label, ['do %s' % label], write, back if undo else None)
 
 
 def test_a_failing_step_undoes_the_ones_written_before_it_newest_first():
     log = []
-    plan = sync.Plan([_step(log, 'A'), _step(log, 'B'), _step(log, 'C', fail=True)])
+    plan = transaction.Plan([_step(log, 'A'), _step(log, 'B'), _step(log, 'C', fail=True)])
     with pytest.raises(MasqError) as e:
         plan.apply()
     assert log == ['write A', 'write B', 'undo B', 'undo A']
@@ -443,7 +443,7 @@ def test_a_failing_step_undoes_the_ones_written_before_it_newest_first():
 
 def test_steps_without_undo_are_kept_and_reported_and_a_failed_undo_is_said():
     log = []
-    plan = sync.Plan([_step(log, 'A', undo=False), _step(log, 'B', undo_fails=True), _step(log, 'C', fail=True)])
+    plan = transaction.Plan([_step(log, 'A', undo=False), _step(log, 'B', undo_fails=True), _step(log, 'C', fail=True)])
     with pytest.raises(MasqError) as e:
         plan.apply()
     assert e.value.details['changed'] is True and e.value.details['applied'] == ['A: do A', 'B: do B']
