@@ -183,15 +183,17 @@ def code_part(params, check_mode, run):
 
 
 def unit_states(names, run, find):
+    """``{unit: {'enabled': ..., 'active': ...}}`` as systemctl prints them
+    (one unit per call: an unknown unit prints nothing on stdout)."""
     systemctl = find('systemctl')
     if not names or not systemctl:
         return {}
-    states = {name: {} for name in names}
-    for verb, key in (('is-enabled', 'enabled'), ('is-active', 'active')):
-        _rc, out, _err = run([systemctl, verb] + list(names))
-        lines = out.splitlines()
-        for index, name in enumerate(names):
-            states[name][key] = lines[index].strip() if index < len(lines) else 'unknown'
+    states = {}
+    for name in names:
+        states[name] = {}
+        for verb, key in (('is-enabled', 'enabled'), ('is-active', 'active')):
+            _rc, out, _err = run([systemctl, verb, name])
+            states[name][key] = out.strip() or 'unknown'
     return states
 
 
