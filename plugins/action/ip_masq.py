@@ -101,7 +101,12 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         task_vars = task_vars or {}
         host = task_vars.get('inventory_hostname', '?')
-        values = {name: self._value(task_vars, name) for name in task_vars if name.startswith('ip_masq_')}
+        # The role's own variables only (its defaults name every one of them):
+        # a play's other ip_masq_* variables (audit.yml's ip_masq_report_*) are
+        # not templated here.
+        role = getattr(self._task, '_role', None)
+        names = role.get_default_vars() if role is not None else task_vars
+        values = {name: self._value(task_vars, name) for name in names if name.startswith('ip_masq_')}
         try:
             args = role_args(values, host)
         except RoleArgsError as e:
