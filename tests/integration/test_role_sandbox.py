@@ -90,6 +90,20 @@ def test_the_role_four_steps_then_the_resync_repairs_then_absent(pnode, tmp_path
     assert run(node, values, check_mode=True), 'check mode reported no change'
     assert node.state() == {'ipv4': [], 'ipv6': [], 'nft': None}
     assert not os.path.exists(values['ip_masq_config_path'])
+    # Check and diff mode: the one task shows one diff per file and one per table it would write.
+    rc, tasks = netlab.playbook(node.ns, PLAYBOOK, extra_vars=values, backend=node.backend, check_mode=True, diff=True)
+    assert rc == 0, tasks
+    diffs = [res['diff'] for name, res in tasks if name.endswith(NODE_TASK)][0]
+    headers = [d['after_header'] for d in diffs]
+    unit_dir = values['ip_masq_unit_dir']
+    for path in [values['ip_masq_config_path']] + [unit_dir + '/ip-masq-agent.' + u for u in ('service', 'timer', 'path')]:
+        assert headers.count(path) == 1, (path, headers)
+    tables = [h for h in headers if h.startswith(('nft list table', 'iptables')) or ' nat (IPv' in h]
+    assert len(tables) == 1 and len(set(headers)) == len(headers), headers
+    assert [d for d in diffs if d['after_header'] == values['ip_masq_config_path']][0]['after'].endswith(
+        '  - 10.30.0.0/16\nmasqLinkLocal: false\nmasqLinkLocalIPv6: false\nresyncInterval: 60s\ncidrLimit: 64\n')
+    assert node.state() == {'ipv4': [], 'ipv6': [], 'nft': None}
+    assert not os.path.exists(values['ip_masq_config_path'])
 
     changed = run(node, values)
     assert 'Apply the SNAT policy' in ' '.join(changed), changed
