@@ -220,5 +220,9 @@ class ActionModule(ActionBase):
         for key in ('files', 'resync_code', 'chain', 'audit'):
             result.setdefault(key, None)
         steps = [step for step in steps if picked(STEP_TAGS[step], run_tags, skip_tags)]
+        # Which parts of the node run changed, and the files it changed (as node_files names them).
+        result['changed_parts'] = [part for part in ('files', 'resync_code', 'chain', 'audit')
+                                   if (ran.get(part) or {}).get('changed')]
+        result['changed_paths'] = list(files_run.get('changed_paths') or [])
         result.update(steps=steps, facts=facts, masq_chain=args['masq_chain'], parts=parts)
         return result

@@ -101,6 +101,19 @@ resync_code:
     not run.
   returned: success
   type: dict
+changed_parts:
+  description: The parts of the node run that changed (or would, in check mode), of C(files), C(resync_code),
+    C(chain), C(audit).
+  returned: success
+  type: list
+  elements: str
+  sample: [files, resync_code]
+changed_paths:
+  description: The files the node run's files part changed (or would), as P(ipmasq.agent.node_files#module)
+    returns them.
+  returned: success
+  type: list
+  elements: str
 masq_chain:
   description: The P(ipmasq.agent.masq_chain#module) options the role's variables give (the normalised lists).
   returned: always

@@ -258,7 +258,8 @@ def node_step(module, run, find):
         done.append('audit')
     for name in done:
         result['warnings'].extend(result[name].pop('warnings', None) or [])
-    result['changed'] = any(result[name].get('changed') for name in done) or (result['daemon_reloaded'] and not check)
+    # A daemon-reload alone is no change (as with systemd_service's daemon_reload): it follows a written unit.
+    result['changed'] = any(result[name].get('changed') for name in done)
     return result
 
 
