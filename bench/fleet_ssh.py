@@ -32,7 +32,10 @@ from ipmasq_lab import fleetlab, netlab
 
 FORKS = 10
 MODULE_PLAYBOOK = os.path.join(benchlib.PLAYBOOKS, 'fleet_ssh_module.yml')
-TARGET_RATIO = 2.0
+# Issue 20's goals (role / bare module, wall and CPU): no change, first apply, no change with the resync on.
+TARGET_RATIO = 1.3
+FIRST_APPLY_RATIO = 2.0
+RESYNC_RATIO = 1.5
 CLK = os.sysconf('SC_CLK_TCK')
 RUNS = (
     ('module', 'no change', 'module'),
@@ -197,14 +200,16 @@ def report(result):
             out.append('| %d | %s | %s | %.2f | %.3f | %.2f | %.2f | %.3f | %.1f | %.3f | %s |' % (
                 n, who, run, r['wall'], r['wall'] / n, r['wall'] / max(1.0, n / forks), r['cpu'], r['cpu'] / n,
                 r['ssh'], r['node_cpu'], vs))
-        role = row['runs']['role|no change']
-        wall_x, cpu_x = role['wall'] / module['wall'], role['cpu'] / module['cpu']
-        goals.append('| no-change role run at most %.0fx the bare module, %d host(s) | wall %.2fx, CPU %.2fx '
-                     '(resync on: wall %.2fx, CPU %.2fx) | %s |' % (
-                         TARGET_RATIO, n, wall_x, cpu_x,
-                         row['runs']['role, resync on|no change']['wall'] / module['wall'],
-                         row['runs']['role, resync on|no change']['cpu'] / module['cpu'],
-                         'met' if wall_x <= TARGET_RATIO and cpu_x <= TARGET_RATIO else '**missed**'))
+        # Issue 20's goals: each run of the role against the bare module, as wall time and as controller CPU.
+        for (who, run, _key), target in zip(RUNS[1:], (TARGET_RATIO, FIRST_APPLY_RATIO, RESYNC_RATIO)):
+            r = row['runs']['%s|%s' % (who, run)]
+            wall_x, cpu_x = r['wall'] / module['wall'], r['cpu'] / module['cpu']
+            goals.append('| %s, %s, at most %.1fx the bare module, %d host(s) | wall %.2fx, CPU %.2fx | %s |' % (
+                who, run, target, n, wall_x, cpu_x,
+                'met' if wall_x <= target and cpu_x <= target else '**missed**'))
+        ssh = row['runs']['role|no change']['ssh'], row['runs']['role, resync on|no change']['ssh']
+        goals.append('| one SSH command per host in a no-change role run, %d host(s) | %.1f (resync on: %.1f) | %s |' % (
+            n, ssh[0], ssh[1], 'met' if max(ssh) <= 1 else '**missed**'))
     by_n = {row['hosts']: row['runs'] for row in result['rows']}
     counts = sorted(by_n)
     if len(counts) >= 2 and counts[-1] > forks:

@@ -519,44 +519,12 @@ ipv6:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.addresses import check_snat_local
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.backends import Backends, check_backend, diff_text
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy, validate_chain_name
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import sync
+from ansible_collections.ipmasq.agent.plugins.module_utils._masq_chain import enforce
 from ansible_collections.ipmasq.agent.plugins.module_utils._module import run_module
 
 
-def enforce(module, run, find):
-    p = module.params
-    policy = None
-    if p['state'] == 'present':
-        policy = Policy(
-            nonmasquerade_cidrs=p['nonmasquerade_cidrs'],
-            nomasq_all_reserved_ranges=p['nomasq_all_reserved_ranges'],
-            masq_link_local=p['masq_link_local'],
-            masq_link_local_ipv6=p['masq_link_local_ipv6'],
-            ipv6=p['ipv6'],
-            chain=p['chain'],
-            random_fully=p['random_fully'],
-            to_ports=p['to_ports'],
-            jump_position=p['jump_position'],
-            cidr_limit=p['cidr_limit'],
-            rule_format=p['rule_format'],
-            exception_cidrs=p['exception_cidrs'],
-            masquerade_cidrs=p['masquerade_cidrs'],
-            snat_to=p['snat_to'],
-            snat_to_require_local=p['snat_to_require_local'],
-            source_cidrs=p['source_cidrs'],
-            out_interfaces=p['out_interfaces'],
-        )
-        check_snat_local(policy)    # the node holds the snat_to addresses, before anything is read
-    else:
-        validate_chain_name(p['chain'])
-    backends = Backends(run, find, choice=check_backend(p['backend']))
-    result = sync(policy, backends, state=p['state'], check_mode=module.check_mode,
-                  chain=p['chain'], adopt=p['adopt_chain'])
-    result['diff'] = {'before': diff_text(result, 'before'), 'after': diff_text(result, 'after')}
-    return result
+def work(module, run, find):
+    return enforce(module.params, module.check_mode, module._diff, run, find)
 
 
 def main():
@@ -585,7 +553,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    run_module(module, enforce)
+    run_module(module, work)
 
 
 if __name__ == '__main__':

@@ -266,20 +266,12 @@ commands:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._module import run_module
-from ansible_collections.ipmasq.agent.plugins.module_utils._audit import audit, offender_lines
+from ansible_collections.ipmasq.agent.plugins.module_utils._snat_sources import inspect
 
 
-def inspect(module, run, find):
-    p = module.params
-    result = audit(run, find, chain=p['chain'], ipv6=p['ipv6'], include_nft=p['include_nft'], allow=p['allow'])
-    problems = [] if result['only_ours'] else offender_lines(result)
-    if problems and p['on_offenders'] == 'fail':
-        raise MasqError('SNAT audit: %s %s' % (result['summary'], ' '.join(problems)), **result)
-    if problems and p['on_offenders'] == 'warn':
-        result['warnings'] = ['SNAT audit: %s' % result['summary']] + problems
-    return result
+def work(module, run, find):
+    return inspect(module.params, module.check_mode, module._diff, run, find)
 
 
 def main():
@@ -293,7 +285,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    run_module(module, inspect)
+    run_module(module, work)
 
 
 if __name__ == '__main__':

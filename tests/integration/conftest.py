@@ -4,17 +4,12 @@ import os
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 
 import pytest
 
-# The lab of the checkout under test comes first, before the one the venv's
-# ipmasq_lab.pth names (scripts/bootstrap.sh): worktrees may share one venv.
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'lab'))
-
-from ipmasq_lab import netlab  # noqa: E402  (path set just above)
-from ipmasq_lab import policy_view  # noqa: E402
+from ipmasq_lab import netlab
+from ipmasq_lab import policy_view
 
 PLAYBOOK = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'playbooks', 'masq_chain.yml')
 EACH_PLAYBOOK = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'playbooks', 'masq_chain_each.yml')

@@ -41,11 +41,11 @@ CUT_SSH = '''table inet imq_cut_ssh {
 MACHINE_PATHS = ['/etc/ip-masq-agent/config', '/etc/systemd/system/ip-masq-agent.service',
                  '/etc/systemd/system/ip-masq-agent.timer', '/etc/systemd/system/ip-masq-agent.path',
                  '/etc/tmpfiles.d/ip-masq-agent.conf', '/usr/local/lib/ipmasq-agent', '/var/lib/ipmasq-agent']
-# Node round trips (SSH commands) per host in a run that changes nothing:
-# files, chain, audit; with the resync on also its code (one resync_code
-# run; the units are written by the files step, and systemctl runs only when
-# they changed).
-NO_CHANGE_BUDGET = {'resync off': 3, 'resync on': 4}
+# Node round trips (SSH commands) per host in a run that changes nothing: one
+# (the role's one task, ipmasq.agent.ip_masq: files, resync code, chain and
+# audit in one node run), with the resync on or off.
+NO_CHANGE_BUDGET = {'resync off': 1, 'resync on': 1}
+NODE_TASK = "Validate, write the agent's files, apply the policy and audit, in one node run"
 
 
 def machine_state():
@@ -150,18 +150,39 @@ def test_site_run_over_ssh_then_no_change_check_mode_and_tags(fleet):
     for host in fleet.hosts:
         assert sessions(host) - counts[host.name] == NO_CHANGE_BUDGET['resync off'], host.name
 
-    # --tags still picks steps: only the chain (and the validation) runs.
+    # --tags still picks steps: only the chain part of the node run (and the validation) runs.
     west1.ipt('-F', CHAIN)
+    with open(west1.path('etc', 'ip-masq-agent', 'config'), 'a') as handle:
+        handle.write('# edited by hand\n')
     run = run_ok(fleet, 'site.yml', '--tags', 'ip_masq_chain', extra_vars=off)
     ran = [name.split(' : ', 1)[-1] for name, hosts in run.tasks if any(not r.get('skipped') for r in hosts.values())]
-    assert 'Apply the SNAT policy (the IP-MASQ-AGENT chain and its jump, or the nftables table)' in ran
-    assert not [name for name in ran if name.startswith(("Write the agent's files", 'Check that our chain'))], ran
+    assert ran[-1] == NODE_TASK and not [n for n in ran if n.startswith('Apply the SNAT policy')], ran
+    node_runs = run.results(NODE_TASK)
+    assert {h: (res.get('parts'), res.get('files'), res.get('audit')) for h, res in node_runs.items()} == {
+        h.name: (['chain'], None, None) for h in fleet.hosts}
     assert run.changed_hosts() == ['west-1'] and returns(west1) == WEST_V4
+    with open(west1.path('etc', 'ip-masq-agent', 'config')) as handle:
+        assert handle.read().endswith('# edited by hand\n'), 'the files part ran under --tags ip_masq_chain'
 
     assert machine_state() == before, 'a test host wrote to the machine itself'
     fleet_dir = fleet.dir
     fleet.down()
     assert our_sshds(fleet_dir) == []
+
+
+def test_a_no_change_role_run_is_one_ssh_command_per_host():
+    """Issue 20's goal: a site run of the role that changes nothing reaches
+    each node with one SSH command (sshd's session lines, as bench/fleet_ssh.py
+    counts them), with the resync on and off, in check mode too."""
+    with fleetlab.Fleet(clusters=(('cluster_east', 1), ('cluster_west', 1))) as fleet:
+        for extra in ({}, {'ip_masq_resync_enabled': False}):
+            run_ok(fleet, 'site.yml', extra_vars=extra)
+            for check in (False, True):
+                counts = {h.name: sessions(h) for h in fleet.hosts}
+                run = run_ok(fleet, 'site.yml', extra_vars=extra, check=check)
+                assert run.changed_hosts() == [], (extra, check, run.stats)
+                used = {h.name: sessions(h) - counts[h.name] for h in fleet.hosts}
+                assert all(n <= 1 for n in used.values()), (extra, check, used)
 
 
 def test_fleet_report_names_the_off_policy_hosts_and_can_gate(fleet):
@@ -270,10 +291,10 @@ def test_rolling_run_stops_before_the_remaining_hosts_are_touched(fleet):
     assert run.rc != 0
     assert run.failed_hosts() == ['east-2'], run.explain()
     assert jumps(east2) == []
-    # east-1, in the same batch, stopped after that task too (its config file
-    # was written, the chain not applied); the third host was never touched:
-    # no SSH session, no rule, not in the recap.
-    assert os.path.exists(east1.path('etc', 'ip-masq-agent', 'config')) and jumps(east1) == []
+    # east-1, in the same batch, stopped after that task too: the role's one
+    # task (files and chain in one node run) was done there, no later step;
+    # the third host was never touched: no SSH session, no rule, not in the recap.
+    assert os.path.exists(east1.path('etc', 'ip-masq-agent', 'config')) and len(jumps(east1)) == 1
     assert sessions(west1) == before['west-1']
     assert jumps(west1) == [] and 'west-1' not in run.stats
     assert run.touched_hosts() == ['east-1', 'east-2']

@@ -114,7 +114,7 @@ def test_a_wrong_type_reads_as_one_line_per_variable_without_the_spec_dump(tmp_p
     # Not the spec dump, not the internal class names, and nothing after the check ran.
     assert 'argument_spec_data' not in out and 'description' not in out and '<class' not in out
     assert 'Validating arguments against arg spec' not in out
-    assert 'Validate and normalise the non-masquerade CIDRs' not in out
+    assert "Validate, write the agent's files" not in out
 
 
 @pytest.mark.parametrize('extra,fragment', [
@@ -130,7 +130,7 @@ def test_argument_spec_rejects_bad_values_before_any_task(tmp_path, extra, fragm
     assert proc.returncode != 0
     assert 'ip_masq role variables of east-1:' in out and fragment in out
     # Nothing after the argument check ran.
-    assert 'Validate and normalise the non-masquerade CIDRs' not in out
+    assert "Validate, write the agent's files" not in out
 
 
 @pytest.mark.parametrize('interval,ok', [

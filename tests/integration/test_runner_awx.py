@@ -38,7 +38,8 @@ from test_fleet_ssh import EAST, WEST_V4, WEST_V6, returns
 
 RUNNER = os.path.join(netlab.VENV_BIN, 'ansible-runner')
 HOSTS = ['east-1', 'east-2', 'west-1']
-APPLY_TASK = 'Apply the SNAT policy (the IP-MASQ-AGENT chain and its jump, or the nftables table)'
+# The role's one task (ipmasq.agent.ip_masq): validation, files, chain and audit in one node run.
+APPLY_TASK = "Validate, write the agent's files, apply the policy and audit, in one node run"
 # The playbook of the job template: the user's project imports the
 # collection's playbook by name (an installed collection's playbooks are not
 # files in the project).

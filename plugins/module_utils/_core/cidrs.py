@@ -170,8 +170,15 @@ def parse_cidrs(cidrs, ipv6=False, cidr_limit=DEFAULT_CIDR_LIMIT, reserved=False
     return by_family, warnings
 
 
+def over_limit(count, cidr_limit):
+    """Whether ``count`` CIDRs (link-local not counted) is over ``cidr_limit``
+    (None: no limit).  The one rule: the policy, the config file reader and
+    the role (controller side) all ask it."""
+    return cidr_limit is not None and count > cidr_limit
+
+
 def _check_limit(name, count, cidr_limit):
-    if cidr_limit is not None and count > cidr_limit:
+    if over_limit(count, cidr_limit):
         raise MasqError('%s: %d CIDRs (excluding link-local) is over cidr_limit %d; '
                         'aggregate the list or raise cidr_limit. Nothing was changed.'
                         % (name, count, cidr_limit))

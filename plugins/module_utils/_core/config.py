@@ -40,6 +40,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.cidrs import (
     default_cidrs,
     is_default_list,
     normal_text,
+    over_limit,
     parse_cidrs,
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import ConfigError, MasqError, quote
@@ -384,7 +385,7 @@ def _check_cidrs(settings, ipv6, where, keep_duplicates=False):
     if keep_duplicates:
         canon = list(normal)
     limit = settings['cidr_limit']
-    if len(canon) > limit:
+    if over_limit(len(canon), limit):
         raise ConfigError('%s: %d CIDRs (link-local not counted) is over cidrLimit %d; aggregate the list or '
                           'raise cidrLimit.' % (where, len(canon), limit))
     settings['nonmasquerade_cidrs'] = default_cidrs() if default else canon

@@ -303,12 +303,22 @@ def snat_text(first, last):
     return first if first == last else '%s-%s' % (first, last)
 
 
+def is_interface_name(name):
+    """Whether ``name`` is an interface name as the kernel takes it (1 to
+    IFNAMSIZ - 1 characters, not ``.`` or ``..``) and as iptables and nft
+    match it literally: letters, digits and ``_ . -``, not starting with
+    ``-``, no wildcard (``eth+``, ``eth*``).  The one rule: the policy's
+    out_interfaces, the role's ip_masq_out_interfaces (checked on the
+    controller) and Docker's bridge name all use it."""
+    return (isinstance(name, str) and 0 < len(name) <= IFNAME_MAX and _IFNAME_CHARS.issuperset(name)
+            and name not in ('.', '..') and name[0] != '-')
+
+
 def parse_interfaces(names):
     """``out_interfaces``: interface names, duplicates dropped."""
     out = []
     for name in _items(names, 'out_interfaces'):
-        if (not isinstance(name, str) or not name or len(name) > IFNAME_MAX or not _IFNAME_CHARS.issuperset(name)
-                or name in ('.', '..') or name[0] == '-'):
+        if not is_interface_name(name):
             raise MasqError('out_interfaces: %r is not an interface name: 1 to %d letters, digits and _ . - '
                             '(not starting with "-"; no wildcards). Nothing was changed.' % (name, IFNAME_MAX))
         if name not in out:
@@ -316,18 +326,66 @@ def parse_interfaces(names):
     return out
 
 
+def extensions_given(options):
+    """The names of :data:`EXTENSIONS` that ``options`` (name -> value) sets,
+    in that order: a value other than None, '' or an empty list."""
+    return [name for name in EXTENSIONS if options.get(name) not in (None, '', [], ())]
+
+
+def masquerade_conflicts(default_list, reserved, exceptions):
+    """The options set next to masquerade_cidrs that make no sense with it
+    (it names the destinations to masquerade: everything else keeps its
+    source), in this order: a non-masquerade list other than the default
+    (``default_list`` false), ``nomasq_all_reserved_ranges``,
+    ``exception_cidrs``.  The one rule: the policy refuses the first, the
+    role (controller side) names them all."""
+    return ([] if default_list else ['nonmasquerade_cidrs']) + (['nomasq_all_reserved_ranges'] if reserved else []) \
+        + (['exception_cidrs'] if exceptions else [])
+
+
+_MASQUERADE_CONFLICT = {
+    'nonmasquerade_cidrs': 'nonmasquerade_cidrs (everything not listed in masquerade_cidrs already keeps its source)',
+    'nomasq_all_reserved_ranges': ('nomasq_all_reserved_ranges (everything not listed in masquerade_cidrs already '
+                                   'keeps its source)'),
+    'exception_cidrs': 'exception_cidrs (list the exceptions in masquerade_cidrs instead)',
+}
+
+
 def _refuse_with_masquerade_cidrs(nonmasquerade_cidrs, reserved, given):
-    """Options that make no sense with masquerade_cidrs (which names the
-    destinations to masquerade: everything else keeps its source)."""
-    other = None
-    if not is_default_list(nonmasquerade_cidrs):
-        other = 'nonmasquerade_cidrs (everything not listed in masquerade_cidrs already keeps its source)'
-    elif reserved:
-        other = 'nomasq_all_reserved_ranges (everything not listed in masquerade_cidrs already keeps its source)'
-    elif 'exception_cidrs' in given:
-        other = 'exception_cidrs (list the exceptions in masquerade_cidrs instead)'
-    if other:
-        raise MasqError('masquerade_cidrs cannot be combined with %s. Nothing was changed.' % other)
+    """Options that make no sense with masquerade_cidrs (:func:`masquerade_conflicts`)."""
+    conflicts = masquerade_conflicts(is_default_list(nonmasquerade_cidrs), reserved, 'exception_cidrs' in given)
+    if conflicts:
+        raise MasqError('masquerade_cidrs cannot be combined with %s. Nothing was changed.'
+                        % _MASQUERADE_CONFLICT[conflicts[0]])
+
+
+def shadowed_by_link_local(cidr, family, masq_link_local):
+    """Whether the listed destination ``cidr`` (canonical, of ``family``)
+    lies wholly inside link-local while link-local keeps its source
+    (``masq_link_local``: family -> bool): the link-local RETURN comes
+    first, so it would never be masqueraded."""
+    return not masq_link_local[family] and covered(cidr_interval(cidr, family),
+                                                   [cidr_interval(LINK_LOCAL[family], family)])
+
+
+def outside_kept(cidrs, kept):
+    """Of ``cidrs`` (canonical CIDR texts of either family, in order), those
+    not wholly inside the union of ``kept`` (the same): an exception must
+    name a part of a range that keeps its source."""
+    merged = dict((family, merge(cidr_interval(c, family) for c in kept if cidr_family(c) == family))
+                  for family in FAMILIES)
+    return [c for c in cidrs if not covered(cidr_interval(c, cidr_family(c)), merged[cidr_family(c)])]
+
+
+def missing_source_families(sources, families):
+    """The families of ``families`` that ``sources`` (family -> CIDRs) lists
+    no source for: their traffic would never be rewritten."""
+    return [family for family in families if not sources[family]]
+
+
+def cidr_family(cidr):
+    """4 or 6: the family of a canonical CIDR text."""
+    return 6 if ':' in cidr else 4
 
 
 class Policy:
@@ -382,9 +440,8 @@ class Policy:
         reserved = bool(nomasq_all_reserved_ranges)
         if upstream and not is_default_list(nonmasquerade_cidrs):
             reserved = False    # upstream: the flag only changes the default list
-        given = dict((name, value) for name, value in (
-            ('exception_cidrs', exception_cidrs), ('masquerade_cidrs', masquerade_cidrs), ('snat_to', snat_to),
-            ('source_cidrs', source_cidrs), ('out_interfaces', out_interfaces)) if value not in (None, '', [], ()))
+        given = extensions_given({'exception_cidrs': exception_cidrs, 'masquerade_cidrs': masquerade_cidrs,
+                                  'snat_to': snat_to, 'source_cidrs': source_cidrs, 'out_interfaces': out_interfaces})
         if upstream and given:
             raise MasqError('rule_format: upstream writes exactly what the upstream agent writes, which has no %s; '
                             'use rule_format docs with %s. Nothing was changed.'
@@ -411,7 +468,7 @@ class Policy:
         if 'source_cidrs' in given:
             self.sources, warnings = parse_cidrs(source_cidrs, ipv6=self.ipv6, cidr_limit=None, name='source_cidrs')
             self.warnings.extend(warnings)
-            missing = [f for f in self.families() if not self.sources[f]]
+            missing = missing_source_families(self.sources, self.families())
             if missing:
                 raise MasqError('source_cidrs lists no IPv%d source while ipv6 is %s: every managed family needs '
                                 'its sources (the IPv%d pod CIDR), or IPv%d traffic would never be masqueraded. '
@@ -429,8 +486,7 @@ class Policy:
         """Every exception lies inside the destinations that keep their
         source: elsewhere it would be masqueraded anyway."""
         for family in self.families():
-            kept = merge(cidr_interval(c, family) for c in self.kept(family))
-            outside = [c for c in self.exceptions[family] if not covered(cidr_interval(c, family), kept)]
+            outside = outside_kept(self.exceptions[family], self.kept(family))
             if outside:
                 raise MasqError('exception_cidrs: %s %s not inside nonmasquerade_cidrs (nor link-local, when it is '
                                 'kept): such traffic is masqueraded anyway. An exception names a part of a kept '
@@ -443,10 +499,7 @@ class Policy:
         """A listed destination inside link-local that is kept would never
         be masqueraded: the link-local RETURN comes first."""
         for family in self.families():
-            if self.masq_link_local[family]:
-                continue
-            link_local = [cidr_interval(LINK_LOCAL[family], family)]
-            shadowed = [c for c in self.listed[family] if covered(cidr_interval(c, family), link_local)]
+            shadowed = [c for c in self.listed[family] if shadowed_by_link_local(c, family, self.masq_link_local)]
             if shadowed:
                 raise MasqError('masquerade_cidrs: %s %s inside link-local %s, which keeps its source while %s is '
                                 'false, so %s would never be masqueraded. Set %s to true (link-local is then '

@@ -17,10 +17,10 @@ Standard library only: this file runs on managed nodes.
 import ipaddress
 import json
 import os
-import re
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import render_rule
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import is_interface_name
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import (
     NFT_FAMILIES,
     bounded,
@@ -44,7 +44,6 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.goflags import bool_value, find_flag_all, fix_flags, set_arg
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.systemd import command_lines, load_unit
 
-_IFNAME = re.compile(r'^[A-Za-z0-9_.:@+-]{1,15}$')
 
 
 def _same_net(a, nets):
@@ -127,7 +126,7 @@ def docker_nft_rules(tables, bridge, subnets):
     HOST"`` in ``nat-postrouting-in__<bridge>`` is not picked: Docker writes
     it whenever the userland proxy is off, whatever ``ip-masq`` says, and it
     rewrites only the host's own connections into the bridge."""
-    if not _IFNAME.match(bridge or ''):
+    if not is_interface_name(bridge):
         raise MasqError('bridge_name: %r is not an interface name. Nothing was changed.' % (bridge,))
     chain = DOCKER_NFT_OUT_CHAIN + bridge
     out = []
@@ -290,7 +289,7 @@ def _docker_stale_rules(p, run, find, docker, data, pending, check_mode, result)
     bridge = bridge or data.get('bridge') or DEFAULT_BRIDGE
     if bridge == 'none':
         return
-    if not _IFNAME.match(bridge):
+    if not is_interface_name(bridge):
         raise MasqError('bridge_name: %r is not an interface name. Nothing was changed.' % (bridge,))
     result['bridge'] = {'name': bridge, 'subnets': [str(s) for s in subnets] if subnets else None}
     if running == 'true':

@@ -123,7 +123,10 @@ def test_docker_rule_of_the_other_family_is_not_picked():
     assert not docker.is_docker_nft_masquerade(rule(OIF, SADDR, MASQUERADE), 'docker0', 'ip6', None)
 
 
-@pytest.mark.parametrize('bridge', ['', 'docker0; flush ruleset', 'a-bridge-name-too-long', 'br"0', None])
+# The one interface-name rule (policy.is_interface_name): no wildcard an nft or
+# iptables match would read ('+', '*'), no '.' or '..', no leading '-'.
+@pytest.mark.parametrize('bridge', ['', 'docker0; flush ruleset', 'a-bridge-name-too-long', 'br"0', None,
+                                    'docker+', 'br*', '..', '-br0', 'br:0', 'br@0'])
 def test_docker_bad_bridge_name_is_an_error_naming_it(bridge):
     with pytest.raises(MasqError) as e:
         docker.docker_nft_rules(tables('docker_bridges'), bridge, None)

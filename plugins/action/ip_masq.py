@@ -1,0 +1,224 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, ipmasq.agent contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The ip_masq role's one task: validate on the controller, render the
+role's templates there, then run ipmasq.agent.ip_masq_node once on the node
+(one SSH command with pipelining). Documentation: plugins/modules/ip_masq.py."""
+
+import os
+
+from ansible.errors import AnsibleError
+from ansible.module_utils.common.text.converters import to_text
+from ansible.plugins.action import ActionBase
+from ansible.plugins.loader import lookup_loader
+
+from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import RoleArgsError, role_args
+
+NODE_MODULE = 'ipmasq.agent.ip_masq_node'
+UNIT_NAMES = ('ip-masq-agent.service', 'ip-masq-agent.timer', 'ip-masq-agent.path')
+STARTED_UNITS = ('ip-masq-agent.timer', 'ip-masq-agent.path')
+# Where the iptables tools and nft are when installed (Debian, Ubuntu, EL:
+# /usr/sbin; /sbin where /usr is not merged): looked at for packages.yml.
+TOOL_PATHS = ('/usr/sbin/iptables-restore', '/sbin/iptables-restore', '/usr/sbin/nft', '/sbin/nft')
+# Which tag reaches which part of the node's run (the task itself always runs:
+# the validation is never skipped). The later steps' tasks carry their own tags.
+PART_TAGS = {
+    'files': ('ip_masq_config', 'ip_masq_resync'),
+    'resync_code': ('ip_masq_resync',),
+    'chain': ('ip_masq_chain',),
+    'audit': ('ip_masq_audit',),
+}
+TMPFILES = '''# Managed by the ipmasq.agent.ip_masq role (resync).
+# ip-masq-agent.service sees /run read-only; these lock files must exist before it runs.
+f {xtables} 0600 root root -
+f {writers} 0600 root root -
+'''
+SYSTEMD_MSG = (
+    '{host} does not run systemd, and the resync that keeps the chain applied runs as systemd units '
+    '(ip_masq_resync_enabled: true). Nothing was changed on this node. Set ip_masq_resync_enabled: false for it to '
+    'apply the chain without the resync (nothing then repairs it after drift or a reboot), or run the role on a node '
+    'booted with systemd.')
+
+
+# The tags of the later steps' tasks: a step none of whose tags is picked is not listed.
+STEP_TAGS = {
+    'packages': ('ip_masq_packages',),
+    'resync_code': ('ip_masq_resync',),
+    'apply': ('ip_masq_chain',),
+    'resync': ('ip_masq_resync',),
+    'resync_absent': ('ip_masq_resync',),
+    'other_snat': ('ip_masq_flannel', 'ip_masq_docker', 'ip_masq_kubelet'),
+    'audit': ('ip_masq_audit',),
+    'absent': ('ip_masq_chain', 'ip_masq_config', 'ip_masq_flannel', 'ip_masq_docker', 'ip_masq_kubelet'),
+}
+
+
+def picked(tags, run_tags, skip_tags):
+    """Whether --tags and --skip-tags let a task with ``tags`` run."""
+    if all(tag in skip_tags for tag in tags):
+        return False
+    return 'all' in run_tags or 'tagged' in run_tags or any(tag in run_tags for tag in tags)
+
+
+def selected(part, run_tags, skip_tags):
+    tags = PART_TAGS[part]
+    if any(tag in skip_tags for tag in tags):
+        return False
+    return 'all' in run_tags or 'tagged' in run_tags or any(tag in run_tags for tag in tags)
+
+
+def as_bool(value):
+    if isinstance(value, bool):
+        return value
+    return to_text(value).strip().lower() in ('1', 'true', 'yes', 'on', 'y')
+
+
+class ActionModule(ActionBase):
+
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(('validate_only',))
+
+    def _value(self, task_vars, name):
+        if name not in task_vars:
+            raise AnsibleError('%s is not defined (run ipmasq.agent.ip_masq from the ipmasq.agent.ip_masq role)' % name)
+        return self._templar.template(task_vars[name])
+
+    def _render(self, name, variables):
+        role = getattr(self._task, '_role', None)
+        if role is None:
+            raise AnsibleError('ipmasq.agent.ip_masq renders the templates of the ipmasq.agent.ip_masq role: '
+                               'run it from that role')
+        path = os.path.join(role._role_path, 'templates', name)
+        lookup = lookup_loader.get('ansible.builtin.template', loader=self._loader, templar=self._templar)
+        return to_text(lookup.run([path], variables=variables)[0])
+
+    def run(self, tmp=None, task_vars=None):
+        result = super(ActionModule, self).run(tmp, task_vars)
+        task_vars = task_vars or {}
+        host = task_vars.get('inventory_hostname', '?')
+        # The role's own variables only (its defaults name every one of them):
+        # a play's other ip_masq_* variables (audit.yml's ip_masq_report_*) are
+        # not templated here.
+        role = getattr(self._task, '_role', None)
+        names = role.get_default_vars() if role is not None else task_vars
+        values = {name: self._value(task_vars, name) for name in names if name.startswith('ip_masq_')}
+        try:
+            args = role_args(values, host)
+        except RoleArgsError as e:
+            result.update(failed=True, msg=to_text(e.message))
+            return result
+        facts = args['facts']
+        if as_bool(self._task.args.get('validate_only', False)):
+            result.update(changed=False, facts=facts, masq_chain=args['masq_chain'], ansible_facts=dict(facts))
+            return result
+
+        internal = {name: self._value(task_vars, name) for name in task_vars if name.startswith('__ip_masq_')
+                    and name in ('__ip_masq_xtables_lock', '__ip_masq_writers_lock', '__ip_masq_systemd_dir')}
+        present = values['ip_masq_state'] == 'present'
+        resync_on = present and as_bool(values['ip_masq_resync_enabled'])
+        systemctl = as_bool(values['ip_masq_resync_systemctl'])
+        check = bool(self._play_context.check_mode)
+        run_tags = task_vars.get('ansible_run_tags') or ['all']
+        skip_tags = task_vars.get('ansible_skip_tags') or []
+        other_snat = [n for n in ('flannel', 'docker', 'kubelet') if values['ip_masq_%s' % n] != 'skip']
+        audit = values['ip_masq_audit']
+
+        unit_dir = values['ip_masq_unit_dir']
+        unit_paths = [unit_dir + '/' + name for name in UNIT_NAMES]
+        tmpfiles = values['ip_masq_tmpfiles_dir'] + '/ip-masq-agent.conf'
+        code_dir = values['ip_masq_lib_dir'] + '/ansible_collections/ipmasq/agent'
+        last_good = values['ip_masq_state_dir'] + '/last-good-config'
+        resync_paths = unit_paths + [tmpfiles, code_dir, last_good]
+
+        node = {}
+        if selected('files', run_tags, skip_tags) or not present:
+            files, query = [], []
+            if present and selected('files', run_tags, skip_tags):
+                variables = dict(values)
+                variables.update(facts)
+                if 'ansible_managed' in task_vars:
+                    variables['ansible_managed'] = self._value(task_vars, 'ansible_managed')
+                files.append({'path': values['ip_masq_config_path'], 'content': self._render('config.yaml.j2', variables)})
+                if resync_on:
+                    xtables, writers = internal['__ip_masq_xtables_lock'], internal['__ip_masq_writers_lock']
+                    files += [{'path': tmpfiles, 'content': TMPFILES.format(xtables=xtables, writers=writers)},
+                              {'path': xtables, 'mode': '0600'}, {'path': writers, 'mode': '0600'}]
+                    files += [{'path': unit_dir + '/' + name, 'content': self._render(name + '.j2', variables)}
+                              for name in UNIT_NAMES]
+            if present:
+                query += list(TOOL_PATHS)
+            if not resync_on:
+                query += resync_paths
+            node['files'] = {
+                'owner': 'root', 'group': 'root', 'mode': '0644', 'files': files, 'query': query,
+                'require': [internal['__ip_masq_systemd_dir']] if resync_on and files else [],
+                'require_msg': SYSTEMD_MSG.format(host=host),
+            }
+        if resync_on and selected('resync_code', run_tags, skip_tags):
+            node['resync_code'] = {'path': values['ip_masq_lib_dir'], 'python': values['ip_masq_python']}
+            if systemctl and not check:
+                node['daemon_reload_for'] = [unit_dir + '/ip-masq-agent.service']
+            if systemctl:
+                node['units'] = list(STARTED_UNITS)
+        if present and selected('chain', run_tags, skip_tags):
+            node['chain'] = args['masq_chain']
+        # The audit comes last, when every other piece has done its work: in
+        # this run only where no flannel, Docker or kubelet step follows.
+        if present and audit != 'skip' and not other_snat and 'chain' in node and selected('audit', run_tags, skip_tags):
+            node['audit'] = {'chain': values['ip_masq_chain'], 'ipv6': as_bool(values['ip_masq_enable_ipv6']),
+                             'allow': values['ip_masq_audit_allow'], 'on_offenders': 'warn' if check else audit}
+
+        parts = sorted(node)
+        if node:
+            ran = self._execute_module(module_name=NODE_MODULE, module_args=dict(node), task_vars=task_vars)
+        else:
+            ran = {'changed': False}
+        result.update(ran)
+        if ran.get('failed') or ran.get('unreachable'):
+            return result
+
+        files_run = ran.get('files') or {}
+        found = files_run.get('existing')
+        steps = []
+        if present:
+            # Without the files part (--tags), every step that may be needed runs.
+            tools = set(found or [])
+            backend = values['ip_masq_backend']
+            has_ipt = bool(tools & set(TOOL_PATHS[:2]))
+            has_nft = bool(tools & set(TOOL_PATHS[2:]))
+            missing = ran.get('packages_needed') or (
+                (backend == 'nftables' and not has_nft) or (backend == 'iptables' and not has_ipt)
+                or (backend == 'auto' and not has_ipt and not has_nft))
+            if as_bool(values['ip_masq_install_packages']) and missing:
+                steps.append('packages')
+            if 'resync_code' not in node and resync_on:
+                steps.append('resync_code')
+            if ran.get('chain') is None:
+                steps.append('apply')
+            if resync_on and systemctl:
+                changed_units = set(files_run.get('changed_paths') or []) & set(unit_paths)
+                units = ran.get('units') or {}
+                idle = [n for n in STARTED_UNITS if (units.get(n) or {}).get('enabled') != 'enabled'
+                        or (units.get(n) or {}).get('active') != 'active']
+                if changed_units or idle or not units:
+                    steps.append('resync')
+            elif not resync_on and (found is None or set(found) & set(resync_paths)):
+                steps.append('resync_absent')
+            if other_snat:
+                steps.append('other_snat')
+            if audit != 'skip' and ran.get('audit') is None:
+                steps.append('audit')
+        else:
+            if found is None or set(found) & set(resync_paths):
+                steps.append('resync_absent')
+            steps.append('absent')
+        for key in ('files', 'resync_code', 'chain', 'audit'):
+            result.setdefault(key, None)
+        steps = [step for step in steps if picked(STEP_TAGS[step], run_tags, skip_tags)]
+        # Which parts of the node run changed, and the files it changed (as node_files names them).
+        result['changed_parts'] = [part for part in ('files', 'resync_code', 'chain', 'audit')
+                                   if (ran.get(part) or {}).get('changed')]
+        result['changed_paths'] = list(files_run.get('changed_paths') or [])
+        result.update(steps=steps, facts=facts, masq_chain=args['masq_chain'], parts=parts)
+        return result

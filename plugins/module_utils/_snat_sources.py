@@ -1,0 +1,33 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, ipmasq.agent contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# NOTE: private to the ipmasq.agent collection; not a public API.
+"""The ``snat_sources`` module's run, callable from another module's process
+(the role's ``ip_masq_node``): ``inspect(params, check_mode, diff, run, find)``.
+
+Standard library only: this file runs on managed nodes.
+"""
+
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit import audit, offender_lines
+
+# The defaults of the module's options, for a caller that leaves some out.
+DEFAULTS = {'chain': 'IP-MASQ-AGENT', 'ipv6': False, 'include_nft': 'auto', 'allow': [], 'on_offenders': 'report'}
+
+
+def inspect(params, check_mode, diff, run, find):  # pylint: disable=unused-argument
+    """Read every SNAT rule of the node (read-only, so the same in check
+    mode) and judge it. Returns the module's result dict. Where ours is not
+    the only SNAT, ``on_offenders: fail`` raises MasqError with one line per
+    offender (what to do), ``warn`` adds those lines to ``warnings``."""
+    p = dict(DEFAULTS)
+    p.update(params)
+    result = audit(run, find, chain=p['chain'], ipv6=p['ipv6'], include_nft=p['include_nft'], allow=p['allow'])
+    problems = [] if result['only_ours'] else offender_lines(result)
+    if problems and p['on_offenders'] == 'fail':
+        raise MasqError('SNAT audit: %s %s' % (result['summary'], ' '.join(problems)), **result)
+    if problems and p['on_offenders'] == 'warn':
+        result['warnings'] = ['SNAT audit: %s' % result['summary']] + problems
+    return result

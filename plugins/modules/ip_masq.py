@@ -1,0 +1,126 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, ipmasq.agent contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# This file only documents the action plugin plugins/action/ip_masq.py, which does the work.
+
+DOCUMENTATION = r'''
+---
+module: ip_masq
+short_description: The ip_masq role's one task - validate on the controller, then one node run per host
+version_added: 1.2.0
+description:
+  - B(The ipmasq.agent.ip_masq role's entry task.) It takes no options of its own but reads the role's variables
+    (C(ip_masq_*), see R(the role's documentation,ansible_collections.ipmasq.agent.ip_masq_role)), so it is only
+    useful inside that role; in playbooks use P(ipmasq.agent.masq_chain#module) and the other modules.
+  - "On the controller: checks the role's variables with the collection's core (the rules and messages the modules
+    use), naming the host and the variable, before any node is touched; renders the agent config file and the
+    resync's systemd units from the role's templates."
+  - "Then one run of P(ipmasq.agent.ip_masq_node#module) on the node (one SSH command with pipelining): it writes the
+    files, installs the resync's code, reloads systemd where the resync's service unit changed, applies the policy,
+    looks at what the role's later steps need and audits (C(ip_masq_audit): V(fail) fails the task, V(warn) warns,
+    V(skip) audits nothing; in check mode a finding only warns)."
+  - RV(steps) names the role's later task files that this node still needs (packages, the resync units' start,
+    the resync's removal, flannel, Docker and kubelet, the audit after them); C(tasks/main.yml) runs only those.
+  - "C(--tags) and C(--skip-tags) pick the parts of the node run: C(ip_masq_config) the files, C(ip_masq_resync)
+    the files and the resync's code, C(ip_masq_chain) the policy, C(ip_masq_audit) the audit. The task itself is
+    tagged C(always): the validation always runs."
+author:
+  - ipmasq.agent maintainers (@ipmasq)
+attributes:
+  action:
+    support: full
+    description: An action plugin; the node-side work is P(ipmasq.agent.ip_masq_node#module).
+  async:
+    support: none
+    description: The role runs it in the foreground.
+  check_mode:
+    support: full
+    description: Validates, renders and reads; nothing is written on the node.
+  diff_mode:
+    support: full
+    description: One diff per file that changes and one per table (iptables nat per family, our nftables table).
+  platform:
+    support: full
+    platforms: posix
+    description: Any POSIX node with Python; the controller needs what the role's filters need.
+options:
+  validate_only:
+    description: Only validate on the controller (no node is contacted) and set the normalised lists as facts
+      (C(__ip_masq_cidrs), C(__ip_masq_exceptions), C(__ip_masq_masquerade), C(__ip_masq_sources),
+      C(__ip_masq_snat_to)); the role's C(tasks_from=validate.yml) does this.
+    type: bool
+    default: false
+seealso:
+  - ref: ansible_collections.ipmasq.agent.ip_masq_role
+    description: The role that runs it.
+'''
+
+EXAMPLES = r'''
+# tasks/main.yml of the ipmasq.agent.ip_masq role:
+- name: Validate, write the agent's files, apply the policy and audit, in one node run
+  ipmasq.agent.ip_masq:
+  register: __ip_masq_run
+  tags: [always]
+
+# Only the validation (no node is contacted):
+- name: Validate the settings on the controller
+  ansible.builtin.include_role:
+    name: ipmasq.agent.ip_masq
+    tasks_from: validate.yml
+'''
+
+RETURN = r'''
+steps:
+  description: The role's later task files (without C(.yml)) this node still needs, in the order C(tasks/main.yml)
+    runs them.
+  returned: success
+  type: list
+  elements: str
+  sample: [resync, other_snat, audit]
+files:
+  description: What the node run's files part did (P(ipmasq.agent.node_files#module)'s result); null when not run.
+  returned: success
+  type: dict
+chain:
+  description: What the node run's policy part did (P(ipmasq.agent.masq_chain#module)'s result); null when not run.
+  returned: success
+  type: dict
+audit:
+  description: What the node run's audit found (P(ipmasq.agent.snat_sources#module)'s result); null when not run.
+  returned: success
+  type: dict
+resync_code:
+  description: What the node run's resync code part did (P(ipmasq.agent.resync_code#module)'s result); null when
+    not run.
+  returned: success
+  type: dict
+changed_parts:
+  description: The parts of the node run that changed (or would, in check mode), of C(files), C(resync_code),
+    C(chain), C(audit).
+  returned: success
+  type: list
+  elements: str
+  sample: [files, resync_code]
+changed_paths:
+  description: The files the node run's files part changed (or would), as P(ipmasq.agent.node_files#module)
+    returns them.
+  returned: success
+  type: list
+  elements: str
+masq_chain:
+  description: The P(ipmasq.agent.masq_chain#module) options the role's variables give (the normalised lists).
+  returned: always
+  type: dict
+facts:
+  description: The normalised lists of the role's variables (C(__ip_masq_cidrs) and so on).
+  returned: always
+  type: dict
+parts:
+  description: The parts of the node run that ran (C(files), C(resync_code), C(chain), C(units), C(audit), ...).
+  returned: success
+  type: list
+  elements: str
+'''

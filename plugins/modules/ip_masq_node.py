@@ -1,0 +1,278 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, ipmasq.agent contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+DOCUMENTATION = r'''
+---
+module: ip_masq_node
+short_description: The ip_masq role's node-side step (internal) - files, policy, resync code and audit in one run
+version_added: 1.2.0
+description:
+  - B(Internal to the ipmasq.agent.ip_masq role.) The role's action P(ipmasq.agent.ip_masq#module) validates the
+    role's variables on the controller, renders the role's templates there and runs this module once per host, so a
+    run that changes nothing reaches each node with one SSH command. Its options may change without notice; in
+    playbooks use P(ipmasq.agent.masq_chain#module), P(ipmasq.agent.node_files#module),
+    P(ipmasq.agent.resync_code#module) and P(ipmasq.agent.snat_sources#module), whose code it runs.
+  - "In one run and in this order: writes the agent's files (O(files), as P(ipmasq.agent.node_files#module): all or
+    nothing); installs the resync's code (O(resync_code), as P(ipmasq.agent.resync_code#module)): code before
+    units; runs C(systemctl daemon-reload) when a path of O(daemon_reload_for) was written, so that systemd loads the
+    changed service before the policy is applied; applies the policy (O(chain), as P(ipmasq.agent.masq_chain#module));
+    looks at what the role's later steps need (whether C(iptables-restore) and C(nft) are installed, the state of the
+    units in O(units)); and audits (O(audit), as P(ipmasq.agent.snat_sources#module)), last."
+  - A part whose option is null is not run. A part that fails ends the run there; the parts run before it keep what
+    they did, and the failure says which parts changed.
+  - Where the tool the chosen backend needs (C(iptables-restore) for V(iptables), C(nft) for V(nftables), either
+    for V(auto)) is missing, the policy is not applied and RV(packages_needed) is true (the role then installs the
+    package and applies the policy with P(ipmasq.agent.masq_chain#module)); the audit is then not run either.
+  - Needs only Python's standard library on the node.
+author:
+  - ipmasq.agent maintainers (@ipmasq)
+attributes:
+  check_mode:
+    support: full
+    description: Every part reads and reports what it would change; nothing is written, and systemctl only reads.
+  diff_mode:
+    support: full
+    description: One diff per file that changes, one per table (iptables nat per family, our nftables table) that
+      changes, and one for the resync code's files.
+  platform:
+    support: full
+    platforms: posix
+    description: Any POSIX node with Python; systemd only where O(daemon_reload_for) or O(units) are given.
+options:
+  files:
+    description: The options of P(ipmasq.agent.node_files#module) (C(files), C(absent), C(query), C(mode), C(owner),
+      C(group), C(directory_mode), C(require), C(require_msg)), or null to write no file.
+    type: dict
+  resync_code:
+    description: The options of P(ipmasq.agent.resync_code#module) (C(path), C(python)) to install the resync's
+      code, or null.
+    type: dict
+  daemon_reload_for:
+    description: Paths of O(files); when one of them is written, C(systemctl daemon-reload) runs before the policy is
+      applied (not in check mode).
+    type: list
+    elements: path
+    default: []
+  chain:
+    description: The options of P(ipmasq.agent.masq_chain#module), or null to leave the policy alone.
+    type: dict
+  units:
+    description: systemd units whose state (enabled, active) is read after the policy is applied (RV(units)), or
+      an empty list to read none.
+    type: list
+    elements: str
+    default: []
+  audit:
+    description: The options of P(ipmasq.agent.snat_sources#module), or null to audit nothing. With
+      C(on_offenders=fail) an offender fails the run after everything else was done.
+    type: dict
+seealso:
+  - ref: ansible_collections.ipmasq.agent.ip_masq_role
+    description: The role that runs it.
+'''
+
+EXAMPLES = r'''
+# The role runs it (through its action ipmasq.agent.ip_masq); by hand it
+# would read, for example:
+- name: Write the config file, apply the chain and audit, in one run
+  ipmasq.agent.ip_masq_node:
+    files:
+      files:
+        - path: /etc/ip-masq-agent/config
+          content: "nonMasqueradeCIDRs:\n  - 10.0.0.0/8\n"
+      mode: "0644"
+    chain:
+      nonmasquerade_cidrs: [10.0.0.0/8]
+    audit:
+      on_offenders: warn
+'''
+
+RETURN = r'''
+files:
+  description: The result of the files part, as P(ipmasq.agent.node_files#module) returns it; null when not run.
+  returned: always
+  type: dict
+resync_code:
+  description: The result of the resync code part, as P(ipmasq.agent.resync_code#module) returns it; null when not run.
+  returned: always
+  type: dict
+daemon_reloaded:
+  description: Whether C(systemctl daemon-reload) ran (or, in check mode, would have).
+  returned: always
+  type: bool
+chain:
+  description: The result of the policy part, as P(ipmasq.agent.masq_chain#module) returns it; null when not run.
+  returned: always
+  type: dict
+packages_needed:
+  description: Whether the policy was not applied because the chosen backend's tool is missing.
+  returned: always
+  type: bool
+tools:
+  description: Whether C(iptables-restore) and C(nft) are installed (C(iptables), C(nft)).
+  returned: always
+  type: dict
+  sample: {"iptables": true, "nft": false}
+units:
+  description: Per unit of O(units), C(enabled) and C(active) (as C(systemctl is-enabled) and C(is-active) print
+    them); empty when none was asked for, or C(systemctl) is missing.
+  returned: always
+  type: dict
+  sample: {"ip-masq-agent.timer": {"enabled": "enabled", "active": "active"}}
+audit:
+  description: The result of the audit, as P(ipmasq.agent.snat_sources#module) returns it; null when not run.
+  returned: always
+  type: dict
+problems:
+  description: One line per offender of the audit (what to do), empty when ours is the only SNAT.
+  returned: always
+  type: list
+  elements: str
+'''
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+# The resync and everything it imports travel in this module's payload: that
+# is the code the resync_code part installs.
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import resync  # noqa: F401 pylint: disable=unused-import
+from ansible_collections.ipmasq.agent.plugins.module_utils._files import node_files
+from ansible_collections.ipmasq.agent.plugins.module_utils._masq_chain import enforce
+from ansible_collections.ipmasq.agent.plugins.module_utils._module import run_module
+from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import install, package_dir, package_sources
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit import offender_lines
+from ansible_collections.ipmasq.agent.plugins.module_utils._snat_sources import inspect
+
+# The tools each backend choice needs (any one of them for auto).
+NEEDS = {'iptables': ('iptables-restore',), 'nftables': ('nft',), 'auto': ('iptables-restore', 'nft')}
+
+
+def split_by_table(before, after):
+    """One diff per table: diff_text's sections ('# <tools> nat (IPv4)',
+    '# nft list table ...') paired by their heading; only those that differ."""
+    def sections(text):
+        out, name = {}, None
+        for line in (text or '').splitlines(True):
+            if line.startswith('# '):
+                name = line[2:].strip()
+                out[name] = ''
+            elif name is not None:
+                out[name] += line
+        return out
+    old, new = sections(before), sections(after)
+    names = list(old) + [n for n in new if n not in old]
+    return [{'before_header': name, 'after_header': name, 'before': old.get(name, ''), 'after': new.get(name, '')}
+            for name in names if old.get(name, '') != new.get(name, '')]
+
+
+def code_part(params, check_mode, run):
+    path = params['path']
+    written, removed = install(path, package_sources(), run, params.get('python') or '/usr/bin/python3',
+                               check_mode=check_mode)
+    result = {'changed': bool(written or removed), 'path': package_dir(path), 'written': written, 'removed': removed}
+    diff = {'before_header': result['path'], 'after_header': result['path'], 'before': '',
+            'after': ''.join('write %s\n' % n for n in written) + ''.join('remove %s\n' % n for n in removed)}
+    return result, diff
+
+
+def unit_states(names, run, find):
+    """``{unit: {'enabled': ..., 'active': ...}}`` as systemctl prints them
+    (one unit per call: an unknown unit prints nothing on stdout)."""
+    systemctl = find('systemctl')
+    if not names or not systemctl:
+        return {}
+    states = {}
+    for name in names:
+        states[name] = {}
+        for verb, key in (('is-enabled', 'enabled'), ('is-active', 'active')):
+            _rc, out, _err = run([systemctl, verb, name])
+            states[name][key] = out.strip() or 'unknown'
+    return states
+
+
+def node_step(module, run, find):
+    p = module.params
+    check, diff = module.check_mode, module._diff
+    result = {'changed': False, 'files': None, 'resync_code': None, 'daemon_reloaded': False, 'chain': None,
+              'packages_needed': False, 'tools': {}, 'units': {}, 'audit': None, 'problems': [],
+              'warnings': [], 'diff': []}
+    done = []
+
+    def part(name, work):
+        try:
+            return work()
+        except MasqError as e:
+            changed = [n for n in done if (result.get(n) or {}).get('changed')]
+            if changed:
+                e.msg = '%s (This run changed, before it failed: %s.)' % (e.msg.rstrip(), ', '.join(changed))
+            e.details = dict(e.details or {}, failed_part=name, changed=bool(changed) or e.details.get('changed', False),
+                             **{n: result[n] for n in done})
+            raise
+
+    if p['files'] is not None:
+        files = part('files', lambda: node_files.manage(p['files'], check, diff, run, find, module))
+        result['diff'].extend(files.pop('diff', None) or [])
+        result['files'] = files
+        done.append('files')
+    if p['resync_code'] is not None:
+        code, code_diff = part('resync_code', lambda: code_part(p['resync_code'], check, run))
+        if code['changed']:
+            result['diff'].append(code_diff)
+        result['resync_code'] = code
+        done.append('resync_code')
+    written = (result['files'] or {}).get('changed_paths') or []
+    if any(path in written for path in p['daemon_reload_for']):
+        result['daemon_reloaded'] = True
+        systemctl = find('systemctl')
+        if not check and systemctl:
+            rc, out, err = run([systemctl, 'daemon-reload'])
+            if rc != 0:
+                raise MasqError('systemctl daemon-reload failed (rc=%d): %s' % (rc, (err or out).strip()),
+                                rc=rc, stdout=out, stderr=err, changed=True, **{n: result[n] for n in done})
+    result['tools'] = {'iptables': bool(find('iptables-restore')), 'nft': bool(find('nft'))}
+    chain = p['chain']
+    if chain is not None:
+        backend = chain.get('backend') or 'auto'
+        needed = chain.get('state', 'present') == 'present' and not any(find(tool) for tool in NEEDS[backend])
+        if needed:
+            result['packages_needed'] = True
+        else:
+            applied = part('chain', lambda: enforce(chain, check, diff, run, find))
+            chain_diff = applied.pop('diff', None)
+            if chain_diff:
+                result['diff'].extend(split_by_table(chain_diff['before'], chain_diff['after']))
+            result['chain'] = applied
+            done.append('chain')
+    result['units'] = unit_states(p['units'], run, find)
+    if p['audit'] is not None and not result['packages_needed']:
+        audited = part('audit', lambda: inspect(p['audit'], check, diff, run, find))
+        result['problems'] = [] if audited['only_ours'] else offender_lines(audited)
+        result['audit'] = audited
+        done.append('audit')
+    for name in done:
+        result['warnings'].extend(result[name].pop('warnings', None) or [])
+    # A daemon-reload alone is no change (as with systemd_service's daemon_reload): it follows a written unit.
+    result['changed'] = any(result[name].get('changed') for name in done)
+    return result
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            files=dict(type='dict'),
+            resync_code=dict(type='dict'),
+            daemon_reload_for=dict(type='list', elements='path', default=[]),
+            chain=dict(type='dict'),
+            units=dict(type='list', elements='str', default=[]),
+            audit=dict(type='dict'),
+        ),
+        supports_check_mode=True,
+    )
+    run_module(module, node_step)
+
+
+if __name__ == '__main__':
+    main()
