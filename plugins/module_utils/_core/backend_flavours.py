@@ -25,7 +25,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_rules import jump_spec
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import PROC_TABLES, TOOLS, Tools, legacy_nat_exists
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import TOOLS, Tools, legacy_nat_exists
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import FAMILIES
 
 # The iptables flavours (as iptables-save names them) and their own tools' prefix.

@@ -15,7 +15,7 @@ Standard library only: this file runs on managed nodes.
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Backend
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import PROC_TABLES, legacy_nat_exists
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import legacy_nat_exists
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import FAMILIES
 
 NOT_FOUND = 'iptables-save/iptables-restore not found: no iptables chain to remove.'

@@ -45,7 +45,6 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.goflags impo
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.systemd import command_lines, load_unit
 
 
-
 def _same_net(a, nets):
     try:
         net = ipaddress.ip_network(a, strict=False)
