@@ -30,9 +30,6 @@ description:
 author:
   - ipmasq.agent maintainers (@ipmasq)
 attributes:
-  action:
-    support: full
-    description: An action plugin; the node-side work is P(ipmasq.agent.ip_masq_node#module).
   async:
     support: none
     description: The role runs it in the foreground.
@@ -53,9 +50,6 @@ options:
       C(__ip_masq_snat_to)); the role's C(tasks_from=validate.yml) does this.
     type: bool
     default: false
-seealso:
-  - ref: ansible_collections.ipmasq.agent.ip_masq_role
-    description: The role that runs it.
 '''
 
 EXAMPLES = r'''

@@ -10,7 +10,8 @@ module: ip_masq_node
 short_description: The ip_masq role's node-side step (internal) - files, policy, resync code and audit in one run
 version_added: 1.2.0
 description:
-  - B(Internal to the ipmasq.agent.ip_masq role.) The role's action P(ipmasq.agent.ip_masq#module) validates the
+  - B(Internal to the ipmasq.agent.ip_masq role) (R(the role's documentation,ansible_collections.ipmasq.agent.ip_masq_role)).
+    The role's action P(ipmasq.agent.ip_masq#module) validates the
     role's variables on the controller, renders the role's templates there and runs this module once per host, so a
     run that changes nothing reaches each node with one SSH command. Its options may change without notice; in
     playbooks use P(ipmasq.agent.masq_chain#module), P(ipmasq.agent.node_files#module),
@@ -69,9 +70,6 @@ options:
     description: The options of P(ipmasq.agent.snat_sources#module), or null to audit nothing. With
       C(on_offenders=fail) an offender fails the run after everything else was done.
     type: dict
-seealso:
-  - ref: ansible_collections.ipmasq.agent.ip_masq_role
-    description: The role that runs it.
 '''
 
 EXAMPLES = r'''

@@ -53,6 +53,11 @@ Common return values
 Ansible configuration settings
 ------------------------------
 
+.. _action_plugins:
+
+Action plugins
+--------------
+
 .. _ansible_collections.ansible.builtin.copy_module:
 
 ansible.builtin.copy
