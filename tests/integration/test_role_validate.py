@@ -242,21 +242,25 @@ for _option, _value in (('ip_masq_exception_cidrs', ['10.1.0.0/16']), ('ip_masq_
         (_option, 'ip_masq_rule_format'), 'Set ip_masq_rule_format: docs')
 
 
+# The controls: the same options where they make sense (tests/unit/test_role_args.py
+# reads them too).
+CONTROLS = {
+    'ok-masq': {'ip_masq_masquerade_cidrs': ['192.0.2.0/24']},
+    'ok-masq-ll': {'ip_masq_masquerade_cidrs': ['169.254.169.254/32'], 'ip_masq_masq_link_local': True},
+    'ok-exc': {'ip_masq_nonmasquerade_cidrs': ['10.0.0.0/8'],
+               'ip_masq_exception_cidrs': ['10.1.0.0/16', '169.254.169.254/32']},
+    'ok-exc-reserved': {'ip_masq_nonmasquerade_cidrs': ['10.0.0.0/8'], 'ip_masq_nomasq_all_reserved_ranges': True,
+                        'ip_masq_exception_cidrs': ['198.51.100.0/25']},
+    'ok-v6': dict(V6, ip_masq_source_cidrs=['10.244.0.0/16', 'fd00:10::/64'],
+                  ip_masq_exception_cidrs=['fd00:20::/32', 'fe80::1/128'], ip_masq_snat_to=['2001:db8::7']),
+}
+
+
 def test_combinations_that_make_no_sense_fail_naming_both_variables(tmp_path):
     hosts = {name: values for name, (values, _names, _frag) in COMBINATIONS.items()}
-    # The controls: the same options where they make sense.
-    hosts.update({
-        'ok-masq': {'ip_masq_masquerade_cidrs': ['192.0.2.0/24']},
-        'ok-masq-ll': {'ip_masq_masquerade_cidrs': ['169.254.169.254/32'], 'ip_masq_masq_link_local': True},
-        'ok-exc': {'ip_masq_nonmasquerade_cidrs': ['10.0.0.0/8'],
-                   'ip_masq_exception_cidrs': ['10.1.0.0/16', '169.254.169.254/32']},
-        'ok-exc-reserved': {'ip_masq_nonmasquerade_cidrs': ['10.0.0.0/8'], 'ip_masq_nomasq_all_reserved_ranges': True,
-                            'ip_masq_exception_cidrs': ['198.51.100.0/25']},
-        'ok-v6': dict(V6, ip_masq_source_cidrs=['10.244.0.0/16', 'fd00:10::/64'],
-                      ip_masq_exception_cidrs=['fd00:20::/32', 'fe80::1/128'], ip_masq_snat_to=['2001:db8::7']),
-    })
+    hosts.update(CONTROLS)
     out = run_hosts(tmp_path, hosts)
-    for name in ('ok-masq', 'ok-masq-ll', 'ok-exc', 'ok-exc-reserved', 'ok-v6'):
+    for name in CONTROLS:
         assert out[name][0] is None, (name, out[name][0])
     for name, (_values, names, fragment) in COMBINATIONS.items():
         msg = out[name][0]

@@ -39,17 +39,9 @@ def _role_validate_cases():
 
 
 CASES = _role_validate_cases()
-CONTROLS = {
-    'ok-masq': {'ip_masq_masquerade_cidrs': ['192.0.2.0/24']},
-    'ok-masq-ll': {'ip_masq_masquerade_cidrs': ['169.254.169.254/32'], 'ip_masq_masq_link_local': True},
-    'ok-exc': {'ip_masq_nonmasquerade_cidrs': ['10.0.0.0/8'],
-               'ip_masq_exception_cidrs': ['10.1.0.0/16', '169.254.169.254/32']},
-    'ok-exc-reserved': {'ip_masq_nonmasquerade_cidrs': ['10.0.0.0/8'], 'ip_masq_nomasq_all_reserved_ranges': True,
-                        'ip_masq_exception_cidrs': ['198.51.100.0/25']},
-    'ok-v6': dict(CASES.V6, ip_masq_source_cidrs=['10.244.0.0/16', 'fd00:10::/64'],
-                  ip_masq_exception_cidrs=['fd00:20::/32', 'fe80::1/128'], ip_masq_snat_to=['2001:db8::7']),
+CONTROLS = dict(CASES.CONTROLS, **{
     'good': {'ip_masq_out_interfaces': ['eth0', 'bond0.100', 'br-1a2b_c', 'x' * 15]},
-}
+})
 
 
 def run(host, **values):
