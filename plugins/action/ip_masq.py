@@ -163,9 +163,26 @@ class ActionModule(ActionBase):
                 node['units'] = list(STARTED_UNITS)
         if present and selected('chain', run_tags, skip_tags):
             node['chain'] = args['masq_chain']
+        # flannel's, Docker's and kubelet's settings read with their modules'
+        # code in check mode, with the options flannel.yml, docker.yml and
+        # kubelet.yml give them: other_snat.yml runs only where one of them
+        # would change something (or a 'manage' one is missing).
+        daemons = [n for n in other_snat if picked(('ip_masq_%s' % n,), run_tags, skip_tags)]
+        if present and daemons:
+            backup_dir = values['ip_masq_backup_dir']
+            given = {
+                'flannel': {'state': 'present', 'backup_dir': backup_dir, 'remove_stale_rules': True},
+                'docker': {'state': 'present', 'backup_dir': backup_dir, 'daemon_json': values['ip_masq_docker_daemon_json'],
+                           'remove_stale_rules': True, 'report_networks': True},
+                'kubelet': {'state': 'present', 'backup_dir': backup_dir,
+                            'mode': 'report' if values['ip_masq_kubelet'] == 'report' else 'set'},
+            }
+            node['daemons'] = dict({n: given[n] for n in daemons},
+                                   required=[n for n in daemons if values['ip_masq_%s' % n] == 'manage'])
         # The audit comes last, when every other piece has done its work: in
-        # this run only where no flannel, Docker or kubelet step follows.
-        if present and audit != 'skip' and not other_snat and 'chain' in node and selected('audit', run_tags, skip_tags):
+        # this run only where no flannel, Docker or kubelet step follows (the
+        # node run leaves it out where its daemons part says one does).
+        if present and audit != 'skip' and 'chain' in node and selected('audit', run_tags, skip_tags):
             node['audit'] = {'chain': values['ip_masq_chain'], 'ipv6': as_bool(values['ip_masq_enable_ipv6']),
                              'allow': values['ip_masq_audit_allow'], 'on_offenders': 'warn' if check else audit}
 
@@ -205,7 +222,7 @@ class ActionModule(ActionBase):
                     steps.append('resync')
             elif not resync_on and (found is None or set(found) & set(resync_paths)):
                 steps.append('resync_absent')
-            if other_snat:
+            if daemons and (ran.get('daemons') is None or ran.get('daemons_needed')):
                 steps.append('other_snat')
             if audit != 'skip' and ran.get('audit') is None:
                 steps.append('audit')

@@ -232,21 +232,13 @@ messages:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import argument_spec, work
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.docker import docker_sync
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.docker import DOCKER_OPTIONS, docker_sync
 from ansible_collections.ipmasq.agent.plugins.module_utils._module import run_module
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=argument_spec(
-            daemon_json=dict(type='path', default='/etc/docker/daemon.json'),
-            unit_name=dict(type='str', default='docker.service'),
-            remove_stale_rules=dict(type='bool', default=False),
-            bridge_name=dict(type='str'),
-            bridge_cidrs=dict(type='list', elements='str'),
-            report_networks=dict(type='bool', default=False),
-            docker_bin=dict(type='path'),
-        ),
+        argument_spec=argument_spec(**DOCKER_OPTIONS),
         supports_check_mode=True,
     )
     run_module(module, work(docker_sync))

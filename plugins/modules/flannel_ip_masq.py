@@ -185,18 +185,13 @@ messages:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import argument_spec, work
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.flannel import MK_DOCKER_OPTS, flannel_sync
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.flannel import FLANNEL_OPTIONS, flannel_sync
 from ansible_collections.ipmasq.agent.plugins.module_utils._module import run_module
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=argument_spec(
-            unit_name=dict(type='str', default='flanneld.service'),
-            mk_docker_opts=dict(type='list', elements='path', default=list(MK_DOCKER_OPTS)),
-            subnet_env=dict(type='path', default='/run/flannel/subnet.env'),
-            remove_stale_rules=dict(type='bool', default=True),
-        ),
+        argument_spec=argument_spec(**FLANNEL_OPTIONS),
         supports_check_mode=True,
     )
     run_module(module, work(flannel_sync))

@@ -21,7 +21,15 @@ description:
     units; runs C(systemctl daemon-reload) when a path of O(daemon_reload_for) was written, so that systemd loads the
     changed service before the policy is applied; applies the policy (O(chain), as P(ipmasq.agent.masq_chain#module));
     looks at what the role's later steps need (whether C(iptables-restore) and C(nft) are installed, the state of the
-    units in O(units)); and audits (O(audit), as P(ipmasq.agent.snat_sources#module)), last."
+    units in O(units)); reads the settings of flannel, Docker and kubelet (O(daemons): the code of
+    P(ipmasq.agent.flannel_ip_masq#module), P(ipmasq.agent.docker_ip_masq#module) and
+    P(ipmasq.agent.kubelet_nonmasq#module), always in check mode: it only reads); and audits (O(audit), as
+    P(ipmasq.agent.snat_sources#module)), last."
+  - Where O(daemons) finds that one of those modules would change something, that a daemon of O(daemons.required)
+    is not installed, or that it could not read a daemon's settings (RV(daemons_needed)), the audit is not run; the
+    role then runs the daemon modules themselves, and the audit after them. Otherwise the warnings those modules
+    would give (for example kubelet's O(ipmasq.agent.kubelet_nonmasq#module:mode=report) warning, or Docker's networks that still
+    masquerade) are this module's warnings.
   - A part whose option is null is not run. A part that fails ends the run there; the parts run before it keep what
     they did, and the failure says which parts changed.
   - Where the tool the chosen backend needs (C(iptables-restore) for V(iptables), C(nft) for V(nftables), either
@@ -66,6 +74,26 @@ options:
     type: list
     elements: str
     default: []
+  daemons:
+    description: Which daemons' settings to read, or null to read none. Nothing is written, no rule is removed and
+      nothing is restarted, whatever the options say (check mode).
+    type: dict
+    suboptions:
+      flannel:
+        description: The options of P(ipmasq.agent.flannel_ip_masq#module), or null to leave flannel out.
+        type: dict
+      docker:
+        description: The options of P(ipmasq.agent.docker_ip_masq#module), or null to leave Docker out.
+        type: dict
+      kubelet:
+        description: The options of P(ipmasq.agent.kubelet_nonmasq#module), or null to leave kubelet out.
+        type: dict
+      required:
+        description: The daemons (V(flannel), V(docker)) the role manages (V(manage)); one that is not installed is
+          in RV(daemons_needed).
+        type: list
+        elements: str
+        default: []
   audit:
     description: The options of P(ipmasq.agent.snat_sources#module), or null to audit nothing. With
       C(on_offenders=fail) an offender fails the run after everything else was done.
@@ -120,6 +148,42 @@ units:
   returned: always
   type: dict
   sample: {"ip-masq-agent.timer": {"enabled": "enabled", "active": "active"}}
+daemons:
+  description: Per daemon of O(daemons) (C(flannel), C(docker), C(kubelet)) what its module found, in check
+    mode; null when O(daemons) is null.
+  returned: always
+  type: dict
+  sample: {"docker": {"would_change": false, "installed": false, "error": null, "needed": false,
+           "messages": ["Docker is not installed (no docker.service, no dockerd); nothing to do."], "warnings": []}}
+  contains:
+    would_change:
+      description: Whether the module would change something (a file, a stale rule it would remove).
+      type: bool
+    installed:
+      description: Whether the daemon is installed (as the module's RV(ipmasq.agent.docker_ip_masq#module:installed)).
+      type: bool
+    messages:
+      description: The module's messages.
+      type: list
+      elements: str
+    warnings:
+      description: The module's warnings (also this module's warnings when RV(daemons_needed) is empty).
+      type: list
+      elements: str
+    error:
+      description: Why the settings could not be read (the module would fail, or something else went wrong); null
+        when they were read.
+      type: str
+    needed:
+      description: Whether the role must run this daemon's module (it would change something, it is required and
+        not installed, or its settings could not be read).
+      type: bool
+daemons_needed:
+  description: The daemons of O(daemons) whose module the role must run (see RV(daemons[].needed)); when any is,
+    the audit was not run.
+  returned: always
+  type: list
+  elements: str
 audit:
   description: The result of the audit, as P(ipmasq.agent.snat_sources#module) returns it; null when not run.
   returned: always
@@ -132,12 +196,18 @@ problems:
 '''
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 # The resync and everything it imports travel in this module's payload: that
 # is the code the resync_code part installs.
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import resync  # noqa: F401 pylint: disable=unused-import
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import argument_spec as daemon_spec
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.docker import DOCKER_OPTIONS, docker_sync
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.flannel import FLANNEL_OPTIONS, flannel_sync
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.kubelet import KUBELET_OPTIONS, kubelet_sync
 from ansible_collections.ipmasq.agent.plugins.module_utils._files import node_files
+from ansible_collections.ipmasq.agent.plugins.module_utils._files.writer import Writer
 from ansible_collections.ipmasq.agent.plugins.module_utils._masq_chain import enforce
 from ansible_collections.ipmasq.agent.plugins.module_utils._module import run_module
 from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import install, package_dir, package_sources
@@ -146,6 +216,9 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._snat_sources import 
 
 # The tools each backend choice needs (any one of them for auto).
 NEEDS = {'iptables': ('iptables-restore',), 'nftables': ('nft',), 'auto': ('iptables-restore', 'nft')}
+# The daemons part, in the role's order: each daemon's own module code (its sync function and options).
+DAEMONS = (('flannel', FLANNEL_OPTIONS, flannel_sync), ('docker', DOCKER_OPTIONS, docker_sync),
+           ('kubelet', KUBELET_OPTIONS, kubelet_sync))
 
 
 def split_by_table(before, after):
@@ -176,6 +249,39 @@ def code_part(params, check_mode, run):
     return result, diff
 
 
+def daemon_params(name, options, given):
+    """``given`` checked against the daemon module's argument spec, with its defaults."""
+    checked = ArgumentSpecValidator(daemon_spec(**options)).validate(dict(given))
+    if checked.error_messages:
+        raise MasqError('daemons.%s: %s' % (name, '; '.join(checked.error_messages)))
+    return checked.validated_parameters
+
+
+def daemons_part(params, run, find, module):
+    """What each daemon's module would do, in check mode (it reads, writes
+    nothing, removes no rule, restarts nothing): ``{name: {...}}``."""
+    out = {}
+    for name, options, sync in DAEMONS:
+        given = params.get(name)
+        if given is None:
+            continue
+        entry = {'would_change': False, 'installed': False, 'messages': [], 'warnings': [], 'error': None}
+        try:
+            found = sync(daemon_params(name, options, given), run, find, Writer(module), check_mode=True).module_result()
+        except MasqError as e:
+            entry['error'] = e.msg
+        except Exception as e:  # pylint: disable=broad-exception-caught
+            # Conservative: the role then runs the module itself, which reports it.
+            entry['error'] = '%s: %s' % (type(e).__name__, e)
+        else:
+            entry.update(would_change=bool(found['changed']), installed=bool(found['installed']),
+                         messages=list(found['messages']), warnings=list(found['warnings']))
+        entry['needed'] = bool(entry['would_change'] or entry['error']
+                               or (name in (params.get('required') or []) and not entry['installed']))
+        out[name] = entry
+    return out
+
+
 def unit_states(names, run, find):
     """``{unit: {'enabled': ..., 'active': ...}}`` as systemctl prints them
     (one unit per call: an unknown unit prints nothing on stdout)."""
@@ -195,7 +301,8 @@ def node_step(module, run, find):
     p = module.params
     check, diff = module.check_mode, module._diff
     result = {'changed': False, 'files': None, 'resync_code': None, 'daemon_reloaded': False, 'chain': None,
-              'packages_needed': False, 'tools': {}, 'units': {}, 'audit': None, 'problems': [],
+              'packages_needed': False, 'tools': {}, 'units': {}, 'daemons': None, 'daemons_needed': [],
+              'audit': None, 'problems': [],
               'warnings': [], 'diff': []}
     done = []
 
@@ -245,7 +352,14 @@ def node_step(module, run, find):
             result['chain'] = applied
             done.append('chain')
     result['units'] = unit_states(p['units'], run, find)
-    if p['audit'] is not None and not result['packages_needed']:
+    if p['daemons'] is not None:
+        result['daemons'] = daemons_part(p['daemons'], run, find, module)
+        result['daemons_needed'] = [name for name, found in result['daemons'].items() if found['needed']]
+        if not result['daemons_needed']:
+            # The role runs none of the daemon modules: their warnings are ours.
+            for found in result['daemons'].values():
+                result['warnings'].extend(found['warnings'])
+    if p['audit'] is not None and not result['packages_needed'] and not result['daemons_needed']:
         audited = part('audit', lambda: inspect(p['audit'], check, diff, run, find))
         result['problems'] = [] if audited['only_ours'] else offender_lines(audited)
         result['audit'] = audited
@@ -265,6 +379,12 @@ def main():
             daemon_reload_for=dict(type='list', elements='path', default=[]),
             chain=dict(type='dict'),
             units=dict(type='list', elements='str', default=[]),
+            daemons=dict(type='dict', options=dict(
+                flannel=dict(type='dict'),
+                docker=dict(type='dict'),
+                kubelet=dict(type='dict'),
+                required=dict(type='list', elements='str', default=[]),
+            )),
             audit=dict(type='dict'),
         ),
         supports_check_mode=True,

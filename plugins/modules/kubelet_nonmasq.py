@@ -159,18 +159,13 @@ messages:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import argument_spec, work
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.kubelet import kubelet_sync
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.kubelet import KUBELET_OPTIONS, kubelet_sync
 from ansible_collections.ipmasq.agent.plugins.module_utils._module import run_module
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=argument_spec(
-            mode=dict(type='str', choices=['set', 'report'], default='set'),
-            unit_name=dict(type='str', default='kubelet.service'),
-            extra_args_var=dict(type='str', default='KUBELET_EXTRA_ARGS'),
-            kubelet_bin=dict(type='path'),
-        ),
+        argument_spec=argument_spec(**KUBELET_OPTIONS),
         supports_check_mode=True,
     )
     run_module(module, work(kubelet_sync))

@@ -984,3 +984,50 @@ def test_role_task_files_end_to_end(node, tree):
             assert now.get(path) == data, path
     changed, handlers, _tasks = run_role(node, tree, ip_masq_state='absent')
     assert changed == [] and handlers == []
+
+
+NODE_PLAYBOOK = os.path.join(HERE, 'playbooks', 'node_daemons.yml')
+
+
+def node_daemons(node, tree, **more):
+    """ip_masq_node's daemons part with the options the role's action gives (and root, docker_bin)."""
+    daemons = {
+        'flannel': {'root': tree.root, 'state': 'present', 'remove_stale_rules': True},
+        'docker': {'root': tree.root, 'state': 'present', 'docker_bin': tree.path('/bin/docker'),
+                   'remove_stale_rules': True, 'report_networks': True},
+        'kubelet': {'root': tree.root, 'state': 'present', 'mode': 'set'},
+    }
+    daemons.update(more)
+    rc, tasks = netlab.playbook(node.ns, NODE_PLAYBOOK, extra_vars={'daemons': daemons}, backend=node.backend)
+    res = dict(tasks)['Node run']
+    assert rc == 0 and not res.get('failed'), res.get('msg')
+    return res
+
+
+def test_role_node_run_reads_the_daemons_and_says_when_their_steps_are_needed(node, tree):
+    """The role's one node run reads the daemons with their modules' code in
+    check mode: it writes nothing and removes no rule, names the daemons
+    whose step must run (then leaves the audit to after them); once nothing
+    would change, it audits and passes on the modules' warnings."""
+    role_tree(node, tree)
+    originals, rules = tree.snapshot(), (node.rules(4), node.rules(6))
+    res = node_daemons(node, tree)
+    assert res['daemons_needed'] == ['flannel', 'docker', 'kubelet'], res['daemons']
+    assert all(d['would_change'] and d['installed'] and d['error'] is None for d in res['daemons'].values())
+    assert res['audit'] is None and res['changed'] is False
+    assert tree.snapshot() == originals and (node.rules(4), node.rules(6)) == rules
+
+    run_role(node, tree)
+    res = node_daemons(node, tree)
+    assert res['daemons_needed'] == [], res['daemons']
+    assert res['audit'] is not None
+    warned = [w for w in res['warnings'] if w.startswith('Docker network shop_default ')]
+    assert warned and warned == res['daemons']['docker']['warnings'], res['warnings']
+
+    # A daemon the role manages but that is not installed: its step must run (and fail there).
+    res = node_daemons(node, tree, flannel={'root': tree.root, 'unit_name': 'nosuch.service'}, required=['flannel'])
+    assert res['daemons_needed'] == ['flannel'] and res['daemons']['flannel']['installed'] is False
+    assert res['audit'] is None
+    # Settings that cannot be read: its step must run, and says why.
+    res = node_daemons(node, tree, kubelet={'root': tree.root, 'mode': 'sometimes'})
+    assert res['daemons_needed'] == ['kubelet'] and 'mode' in res['daemons']['kubelet']['error']

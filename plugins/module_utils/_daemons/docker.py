@@ -45,6 +45,19 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.goflags impo
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.systemd import command_lines, load_unit
 
 
+# The module's own options (its argument spec beside base.COMMON_SPEC): the
+# module and ip_masq_node's daemons part build the same parameters from them.
+DOCKER_OPTIONS = dict(
+    daemon_json=dict(type='path', default='/etc/docker/daemon.json'),
+    unit_name=dict(type='str', default='docker.service'),
+    remove_stale_rules=dict(type='bool', default=False),
+    bridge_name=dict(type='str'),
+    bridge_cidrs=dict(type='list', elements='str'),
+    report_networks=dict(type='bool', default=False),
+    docker_bin=dict(type='path'),
+)
+
+
 def _same_net(a, nets):
     try:
         net = ipaddress.ip_network(a, strict=False)

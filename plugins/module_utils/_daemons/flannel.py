@@ -58,6 +58,16 @@ MK_DOCKER_OPTS = (
 )
 
 
+# The module's own options (its argument spec beside base.COMMON_SPEC): the
+# module and ip_masq_node's daemons part build the same parameters from them.
+FLANNEL_OPTIONS = dict(
+    unit_name=dict(type='str', default='flanneld.service'),
+    mk_docker_opts=dict(type='list', elements='path', default=list(MK_DOCKER_OPTS)),
+    subnet_env=dict(type='path', default='/run/flannel/subnet.env'),
+    remove_stale_rules=dict(type='bool', default=True),
+)
+
+
 def flannel_rules(table, family):
     """``(rules, chains)`` to remove from a nat table
     (``iptables_save.NatTable``): every jump to FLANNEL-POSTRTG from

@@ -27,6 +27,16 @@ NONMASQ_VALUE = '0.0.0.0/0'
 _KUBE_VERSION = re.compile(r'v?(\d+)\.(\d+)(?:\.(\d+))?')
 
 
+# The module's own options (its argument spec beside base.COMMON_SPEC): the
+# module and ip_masq_node's daemons part build the same parameters from them.
+KUBELET_OPTIONS = dict(
+    mode=dict(type='str', choices=['set', 'report'], default='set'),
+    unit_name=dict(type='str', default='kubelet.service'),
+    extra_args_var=dict(type='str', default='KUBELET_EXTRA_ARGS'),
+    kubelet_bin=dict(type='path'),
+)
+
+
 def kubelet_version(run, find, argv0):
     rc, out, err = run(bounded(find, [argv0, '--version']))
     if rc != 0:
