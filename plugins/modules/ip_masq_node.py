@@ -149,8 +149,8 @@ units:
   type: dict
   sample: {"ip-masq-agent.timer": {"enabled": "enabled", "active": "active"}}
 daemons:
-  description: Per daemon of O(daemons) (C(flannel), C(docker), C(kubelet)) what its module found, in check
-    mode; null when O(daemons) is null.
+  description: Per daemon of O(daemons) (keys C(flannel), C(docker), C(kubelet); each value as listed here) what
+    its module found, in check mode; null when O(daemons) is null.
   returned: always
   type: dict
   sample: {"docker": {"would_change": false, "installed": false, "error": null, "needed": false,
@@ -179,7 +179,7 @@ daemons:
         not installed, or its settings could not be read).
       type: bool
 daemons_needed:
-  description: The daemons of O(daemons) whose module the role must run (see RV(daemons[].needed)); when any is,
+  description: The daemons of O(daemons) whose module the role must run (see RV(daemons.needed)); when any is,
     the audit was not run.
   returned: always
   type: list
