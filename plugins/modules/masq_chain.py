@@ -3,6 +3,10 @@
 # Copyright (c) 2026, ipmasq.agent contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
+#
+# Over 500 lines on purpose: all but about 40 of them are the module's
+# documentation (DOCUMENTATION, EXAMPLES, RETURN); its run is in
+# module_utils/_masq_chain.py.
 
 DOCUMENTATION = r'''
 ---
