@@ -325,7 +325,7 @@ def resync_variants(workdir, cidrs, size, env, baseline=None):
     """The variants of one cycle: [{name, argv, env, state_file, drift}], and a label."""
     config = os.path.join(workdir, 'config')
     with open(config, 'w', encoding='utf-8') as handle:
-        # The shape of roles/ip_masq/templates/config.yaml.j2.
+        # The shape of the file the role writes (plugin_utils/_config_file.py).
         handle.write('nonMasqueradeCIDRs:\n' + ''.join('  - %s\n' % c for c in cidrs)
                      + 'masqLinkLocal: false\nmasqLinkLocalIPv6: false\nresyncInterval: 60s\n'
                      + 'cidrLimit: %d\n' % max(64, size))

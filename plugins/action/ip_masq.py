@@ -8,12 +8,19 @@ role's templates there, then run ipmasq.agent.ip_masq_node once on the node
 
 import os
 
+import yaml
+
+from ansible import constants as C
 from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_text
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible.plugins.loader import lookup_loader
 
-from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import RoleArgsError, role_args
+from ansible_collections.ipmasq.agent.plugins.plugin_utils._config_file import config_text
+from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import (
+    ROLE_PATH, RoleArgsError, role_args, role_spec,
+)
 
 NODE_MODULE = 'ipmasq.agent.ip_masq_node'
 UNIT_NAMES = ('ip-masq-agent.service', 'ip-masq-agent.timer', 'ip-masq-agent.path')
@@ -68,10 +75,15 @@ def selected(part, run_tags, skip_tags):
     return 'all' in run_tags or 'tagged' in run_tags or any(tag in run_tags for tag in tags)
 
 
-def as_bool(value):
-    if isinstance(value, bool):
-        return value
-    return to_text(value).strip().lower() in ('1', 'true', 'yes', 'on', 'y')
+_DEFAULTS = {}
+
+
+def role_defaults(role_path):
+    """The role's defaults/main.yml (for the action run outside the role), read once per process."""
+    if role_path not in _DEFAULTS:
+        with open(os.path.join(role_path, 'defaults', 'main.yml'), 'rb') as handle:
+            _DEFAULTS[role_path] = yaml.load(handle, Loader=getattr(yaml, 'CSafeLoader', yaml.SafeLoader))
+    return _DEFAULTS[role_path]
 
 
 class ActionModule(ActionBase):
@@ -79,17 +91,26 @@ class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _VALID_ARGS = frozenset(('validate_only',))
 
-    def _value(self, task_vars, name):
-        if name not in task_vars:
-            raise AnsibleError('%s is not defined (run ipmasq.agent.ip_masq from the ipmasq.agent.ip_masq role)' % name)
-        return self._templar.template(task_vars[name])
+    def _role_path(self):
+        role = getattr(self._task, '_role', None)
+        return role._role_path if role is not None else ROLE_PATH
+
+    def _variables(self, task_vars):
+        """The role's variables (``ip_masq_*`` and the internal ``__ip_masq_*``
+        its defaults name), templated: the play's values over the role's
+        defaults (read from the role when the action runs outside it). A
+        play's other ip_masq_* variables (audit.yml's ip_masq_report_*) are
+        not templated here."""
+        role = getattr(self._task, '_role', None)
+        names = role.get_default_vars() if role is not None else role_defaults(ROLE_PATH)
+        out = {}
+        for name in names:
+            if name.startswith(('ip_masq_', '__ip_masq_')):
+                out[name] = self._templar.template(task_vars[name] if name in task_vars else names[name])
+        return out
 
     def _render(self, name, variables):
-        role = getattr(self._task, '_role', None)
-        if role is None:
-            raise AnsibleError('ipmasq.agent.ip_masq renders the templates of the ipmasq.agent.ip_masq role: '
-                               'run it from that role')
-        path = os.path.join(role._role_path, 'templates', name)
+        path = os.path.join(self._role_path(), 'templates', name)
         lookup = lookup_loader.get('ansible.builtin.template', loader=self._loader, templar=self._templar)
         return to_text(lookup.run([path], variables=variables)[0])
 
@@ -97,27 +118,32 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         task_vars = task_vars or {}
         host = task_vars.get('inventory_hostname', '?')
-        # The role's own variables only (its defaults name every one of them):
-        # a play's other ip_masq_* variables (audit.yml's ip_masq_report_*) are
-        # not templated here.
-        role = getattr(self._task, '_role', None)
-        names = role.get_default_vars() if role is not None else task_vars
-        values = {name: self._value(task_vars, name) for name in names if name.startswith('ip_masq_')}
         try:
-            args = role_args(values, host)
+            validate_only = boolean(self._task.args.get('validate_only', False), strict=True)
+        except TypeError:
+            raise AnsibleError('ipmasq.agent.ip_masq: validate_only must be true or false, got %r.'
+                               % (self._task.args.get('validate_only'),)) from None
+        variables = self._variables(task_vars)
+        try:
+            args = role_args(variables, host, role_spec(self._role_path()))
         except RoleArgsError as e:
             result.update(failed=True, msg=to_text(e.message))
             return result
+        # From here on, the typed values only: what the controller checked is what the node gets.
+        values = dict(variables, **args['values'])
         facts = args['facts']
-        if as_bool(self._task.args.get('validate_only', False)):
-            result.update(changed=False, facts=facts, masq_chain=args['masq_chain'], ansible_facts=dict(facts))
+        managed = self._templar.template(task_vars['ansible_managed']) if 'ansible_managed' in task_vars else None
+        config = config_text(values, facts, managed or C.DEFAULT_MANAGED_STR) if facts else None
+        if validate_only:
+            result.update(changed=False, facts=facts, masq_chain=args['masq_chain'], config=config,
+                          ansible_facts=dict(facts))
             return result
 
-        internal = {name: self._value(task_vars, name) for name in task_vars if name.startswith('__ip_masq_')
-                    and name in ('__ip_masq_xtables_lock', '__ip_masq_writers_lock', '__ip_masq_systemd_dir')}
+        internal = dict((name, values[name]) for name in ('__ip_masq_xtables_lock', '__ip_masq_writers_lock',
+                                                          '__ip_masq_systemd_dir'))
         present = values['ip_masq_state'] == 'present'
-        resync_on = present and as_bool(values['ip_masq_resync_enabled'])
-        systemctl = as_bool(values['ip_masq_resync_systemctl'])
+        resync_on = present and values['ip_masq_resync_enabled']
+        systemctl = values['ip_masq_resync_systemctl']
         check = bool(self._play_context.check_mode)
         run_tags = task_vars.get('ansible_run_tags') or ['all']
         skip_tags = task_vars.get('ansible_skip_tags') or []
@@ -135,11 +161,8 @@ class ActionModule(ActionBase):
         if selected('files', run_tags, skip_tags) or not present:
             files, query = [], []
             if present and selected('files', run_tags, skip_tags):
-                variables = dict(values)
-                variables.update(facts)
-                if 'ansible_managed' in task_vars:
-                    variables['ansible_managed'] = self._value(task_vars, 'ansible_managed')
-                files.append({'path': values['ip_masq_config_path'], 'content': self._render('config.yaml.j2', variables)})
+                files.append({'path': values['ip_masq_config_path'], 'content': config})
+                variables = dict(values, __ip_masq_resync_timer=args['timer'])
                 if resync_on:
                     xtables, writers = internal['__ip_masq_xtables_lock'], internal['__ip_masq_writers_lock']
                     files += [{'path': tmpfiles, 'content': TMPFILES.format(xtables=xtables, writers=writers)},
@@ -183,7 +206,7 @@ class ActionModule(ActionBase):
         # this run only where no flannel, Docker or kubelet step follows (the
         # node run leaves it out where its daemons part says one does).
         if present and audit != 'skip' and 'chain' in node and selected('audit', run_tags, skip_tags):
-            node['audit'] = {'chain': values['ip_masq_chain'], 'ipv6': as_bool(values['ip_masq_enable_ipv6']),
+            node['audit'] = {'chain': values['ip_masq_chain'], 'ipv6': values['ip_masq_enable_ipv6'],
                              'allow': values['ip_masq_audit_allow'], 'on_offenders': 'warn' if check else audit}
 
         parts = sorted(node)
@@ -207,7 +230,7 @@ class ActionModule(ActionBase):
             missing = ran.get('packages_needed') or (
                 (backend == 'nftables' and not has_nft) or (backend == 'iptables' and not has_ipt)
                 or (backend == 'auto' and not has_ipt and not has_nft))
-            if as_bool(values['ip_masq_install_packages']) and missing:
+            if values['ip_masq_install_packages'] and missing:
                 steps.append('packages')
             if 'resync_code' not in node and resync_on:
                 steps.append('resync_code')

@@ -12,21 +12,19 @@ Standard library only: this file runs on managed nodes.
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.addresses import check_snat_local
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backends import Backends, check_backend, diff_text
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import DEFAULTS, POLICY_OPTIONS
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy, validate_chain_name
 
-# The defaults of the module's options, for a caller that leaves some out.
-DEFAULTS = {
-    'nonmasquerade_cidrs': None, 'nomasq_all_reserved_ranges': False, 'masq_link_local': False,
-    'masq_link_local_ipv6': False, 'ipv6': False, 'chain': 'IP-MASQ-AGENT', 'adopt_chain': False,
-    'random_fully': None, 'to_ports': [], 'jump_position': 'append', 'cidr_limit': 64, 'rule_format': 'docs',
-    'backend': 'auto', 'exception_cidrs': [], 'masquerade_cidrs': [], 'snat_to': [], 'snat_to_require_local': True,
-    'source_cidrs': [], 'out_interfaces': [], 'state': 'present',
-}
-
-POLICY_OPTIONS = ('nonmasquerade_cidrs', 'nomasq_all_reserved_ranges', 'masq_link_local', 'masq_link_local_ipv6',
-                  'ipv6', 'chain', 'random_fully', 'to_ports', 'jump_position', 'cidr_limit', 'rule_format',
-                  'exception_cidrs', 'masquerade_cidrs', 'snat_to', 'snat_to_require_local', 'source_cidrs',
-                  'out_interfaces')
+def checked(params):
+    """``(options, policy)``: the options with DEFAULTS for those left out,
+    and the Policy they make (None for ``state: absent``, whose chain name
+    is checked); raises MasqError naming the option when refused."""
+    p = dict(DEFAULTS)
+    p.update(params)
+    if p['state'] != 'present':
+        validate_chain_name(p['chain'])
+        return p, None
+    return p, Policy(**{key: p[key] for key in POLICY_OPTIONS})
 
 
 def enforce(params, check_mode, diff, run, find):
@@ -38,14 +36,9 @@ def enforce(params, check_mode, diff, run, find):
     # Imported here: sync pulls in every backend, which a caller that only
     # validates does not need.
     from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import sync  # pylint: disable=import-outside-toplevel
-    p = dict(DEFAULTS)
-    p.update(params)
-    policy = None
-    if p['state'] == 'present':
-        policy = Policy(**{key: p[key] for key in POLICY_OPTIONS})
+    p, policy = checked(params)
+    if policy is not None:
         check_snat_local(policy)    # the node holds the snat_to addresses, before anything is read
-    else:
-        validate_chain_name(p['chain'])
     backends = Backends(run, find, choice=check_backend(p['backend']))
     result = sync(policy, backends, state=p['state'], check_mode=check_mode,
                   chain=p['chain'], adopt=p['adopt_chain'])

@@ -13,8 +13,15 @@ Standard library only: this file runs on managed nodes.
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit import audit, offender_lines
 
-# The defaults of the module's options, for a caller that leaves some out.
-DEFAULTS = {'chain': 'IP-MASQ-AGENT', 'ipv6': False, 'include_nft': 'auto', 'allow': [], 'on_offenders': 'report'}
+# The module's argument spec (snat_sources, and the role's audit part), and its defaults.
+SPEC = {
+    'chain': {'type': 'str', 'default': 'IP-MASQ-AGENT'},
+    'ipv6': {'type': 'bool', 'default': False},
+    'include_nft': {'type': 'str', 'choices': ['auto', 'always', 'never'], 'default': 'auto'},
+    'allow': {'type': 'list', 'elements': 'raw', 'default': []},
+    'on_offenders': {'type': 'str', 'choices': ['report', 'warn', 'fail'], 'default': 'report'},
+}
+DEFAULTS = dict((name, entry['default']) for name, entry in SPEC.items())
 
 
 def inspect(params, check_mode, diff, run, find):  # pylint: disable=unused-argument

@@ -208,11 +208,13 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.flannel impo
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.kubelet import KUBELET_OPTIONS, kubelet_sync
 from ansible_collections.ipmasq.agent.plugins.module_utils._files import node_files
 from ansible_collections.ipmasq.agent.plugins.module_utils._files.writer import Writer
-from ansible_collections.ipmasq.agent.plugins.module_utils._masq_chain import enforce
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import module_spec
+from ansible_collections.ipmasq.agent.plugins.module_utils._masq_chain import checked, enforce
 from ansible_collections.ipmasq.agent.plugins.module_utils._module import run_module
 from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import install, package_dir, package_sources
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit import offender_lines
-from ansible_collections.ipmasq.agent.plugins.module_utils._snat_sources import inspect
+from ansible_collections.ipmasq.agent.plugins.module_utils._snat_sources import SPEC as SNAT_SOURCES_SPEC, inspect
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit.allow import parse_allow
 
 # The tools each backend choice needs (any one of them for auto).
 NEEDS = {'iptables': ('iptables-restore',), 'nftables': ('nft',), 'auto': ('iptables-restore', 'nft')}
@@ -247,6 +249,38 @@ def code_part(params, check_mode, run):
     diff = {'before_header': result['path'], 'after_header': result['path'], 'before': '',
             'after': ''.join('write %s\n' % n for n in written) + ''.join('remove %s\n' % n for n in removed)}
     return result, diff
+
+
+def chain_params(given):
+    """The chain part's options typed by masq_chain's own spec (the options
+    table) and checked by the core as masq_chain checks them, before any
+    part of the run writes anything: a string never reaches a boolean."""
+    result = ArgumentSpecValidator(module_spec()).validate(dict(given))
+    if result.error_messages:
+        raise MasqError('chain: %s. Nothing was changed.' % '; '.join(result.error_messages), failed_part='chain')
+    params = result.validated_parameters
+    try:
+        checked(params)
+    except MasqError as e:
+        raise MasqError(_nothing_changed(e.msg), failed_part='chain') from None
+    return params
+
+
+def audit_params(given):
+    """The audit part's options typed by snat_sources' own spec, its allow list checked, before anything is written."""
+    result = ArgumentSpecValidator(SNAT_SOURCES_SPEC).validate(dict(given))
+    if result.error_messages:
+        raise MasqError('audit: %s. Nothing was changed.' % '; '.join(result.error_messages), failed_part='audit')
+    try:
+        parse_allow(result.validated_parameters['allow'])
+    except MasqError as e:
+        raise MasqError(_nothing_changed('audit: ' + e.msg), failed_part='audit') from None
+    return result.validated_parameters
+
+
+def _nothing_changed(msg):
+    msg = msg.rstrip()
+    return msg if msg.endswith('Nothing was changed.') else msg + ' Nothing was changed.'
 
 
 def daemon_params(name, options, given):
@@ -317,6 +351,9 @@ def node_step(module, run, find):
                              **{n: result[n] for n in done})
             raise
 
+    # Every option is typed and checked before anything is written.
+    chain = chain_params(p['chain']) if p['chain'] is not None else None
+    audit = audit_params(p['audit']) if p['audit'] is not None else None
     if p['files'] is not None:
         files = part('files', lambda: node_files.manage(p['files'], check, diff, run, find, module))
         result['diff'].extend(files.pop('diff', None) or [])
@@ -338,7 +375,6 @@ def node_step(module, run, find):
                 raise MasqError('systemctl daemon-reload failed (rc=%d): %s' % (rc, (err or out).strip()),
                                 rc=rc, stdout=out, stderr=err, changed=True, **{n: result[n] for n in done})
     result['tools'] = {'iptables': bool(find('iptables-restore')), 'nft': bool(find('nft'))}
-    chain = p['chain']
     if chain is not None:
         backend = chain.get('backend') or 'auto'
         needed = chain.get('state', 'present') == 'present' and not any(find(tool) for tool in NEEDS[backend])
@@ -360,7 +396,7 @@ def node_step(module, run, find):
             for found in result['daemons'].values():
                 result['warnings'].extend(found['warnings'])
     if p['audit'] is not None and not result['packages_needed'] and not result['daemons_needed']:
-        audited = part('audit', lambda: inspect(p['audit'], check, diff, run, find))
+        audited = part('audit', lambda: inspect(audit, check, diff, run, find))
         result['problems'] = [] if audited['only_ours'] else offender_lines(audited)
         result['audit'] = audited
         done.append('audit')

@@ -523,6 +523,7 @@ ipv6:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import module_spec
 from ansible_collections.ipmasq.agent.plugins.module_utils._masq_chain import enforce
 from ansible_collections.ipmasq.agent.plugins.module_utils._module import run_module
 
@@ -533,28 +534,7 @@ def work(module, run, find):
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            nonmasquerade_cidrs=dict(type='list', elements='str'),
-            nomasq_all_reserved_ranges=dict(type='bool', default=False),
-            masq_link_local=dict(type='bool', default=False),
-            masq_link_local_ipv6=dict(type='bool', default=False),
-            ipv6=dict(type='bool', default=False),
-            chain=dict(type='str', default='IP-MASQ-AGENT'),
-            adopt_chain=dict(type='bool', default=False),
-            random_fully=dict(type='bool'),
-            to_ports=dict(type='list', elements='str', default=[]),
-            jump_position=dict(type='str', choices=['append', 'first'], default='append'),
-            cidr_limit=dict(type='int', default=64),
-            rule_format=dict(type='str', choices=['docs', 'upstream'], default='docs'),
-            backend=dict(type='str', choices=['auto', 'iptables', 'nftables'], default='auto'),
-            exception_cidrs=dict(type='list', elements='str', default=[]),
-            masquerade_cidrs=dict(type='list', elements='str', default=[]),
-            snat_to=dict(type='list', elements='str', default=[]),
-            snat_to_require_local=dict(type='bool', default=True),
-            source_cidrs=dict(type='list', elements='str', default=[]),
-            out_interfaces=dict(type='list', elements='str', default=[]),
-            state=dict(type='str', choices=['present', 'absent'], default='present'),
-        ),
+        argument_spec=module_spec(),
         supports_check_mode=True,
     )
     run_module(module, work)

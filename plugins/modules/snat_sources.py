@@ -264,10 +264,12 @@ commands:
   sample: ["/usr/sbin/iptables --version", "/usr/sbin/iptables-save -t nat", "/usr/sbin/nft -j list ruleset"]
 '''
 
+import copy
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._module import run_module
-from ansible_collections.ipmasq.agent.plugins.module_utils._snat_sources import inspect
+from ansible_collections.ipmasq.agent.plugins.module_utils._snat_sources import SPEC, inspect
 
 
 def work(module, run, find):
@@ -276,13 +278,7 @@ def work(module, run, find):
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            chain=dict(type='str', default='IP-MASQ-AGENT'),
-            ipv6=dict(type='bool', default=False),
-            include_nft=dict(type='str', choices=['auto', 'always', 'never'], default='auto'),
-            allow=dict(type='list', elements='raw', default=[]),
-            on_offenders=dict(type='str', choices=['report', 'warn', 'fail'], default='report'),
-        ),
+        argument_spec=copy.deepcopy(SPEC),
         supports_check_mode=True,
     )
     run_module(module, work)

@@ -1,13 +1,17 @@
 # Copyright: contributors to the ipmasq.agent collection
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # Private to the ipmasq.agent collection: not a public API, it may change without notice.
-"""The ip_masq role's variables, validated once, on the controller.
+"""The ip_masq role's variables, converted and validated once, on the controller.
 
-:func:`role_args` takes the role's ``ip_masq_*`` variables of one host and
-returns what the role's later steps need (the ``masq_chain`` arguments, the
-normalised lists the config file template reads), or raises
-:class:`RoleArgsError` with the message roles/ip_masq/tasks/validate.yml
-gave, naming the role variable and the host.
+:func:`role_args` takes the role's ``ip_masq_*`` variables of one host as
+given (typed YAML, ``-e key=value`` strings, JSON, templated Jinja),
+converts them with ansible-core's own conversions (``ArgumentSpecValidator``
+on the role's argument spec, as ``validate_argument_spec`` does), and
+returns the typed values and what the node needs (the ``masq_chain``
+arguments, typed, and the normalised lists the config file is written
+from), or raises :class:`RoleArgsError` with every problem at once, types
+and values together, one line each naming the role variable and the host.
+The node gets typed values only, and its own spec types them again.
 
 Where each rule lives (one home each):
 
@@ -31,21 +35,26 @@ Where each rule lives (one home each):
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
 
+import yaml
+
 from ansible.errors import AnsibleError, AnsibleFilterError
-from ansible.module_utils.parsing.convert_bool import boolean
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.ipmasq.agent.plugins.filter.go_duration import go_duration
 from ansible_collections.ipmasq.agent.plugins.filter.nonmasq_guard import nonmasq_guard
 from ansible_collections.ipmasq.agent.plugins.filter.snat_to import snat_to
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.cidrs import over_limit
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit.allow import parse_allow
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.intervals import cidr_interval, merge
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import OPTIONS, POLICY_OPTIONS, role_variable
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import (
     Policy, cidr_family, extensions_given, is_interface_name, masquerade_conflicts, missing_source_families,
-    outside_kept, shadowed_by_link_local, validate_chain_name,
+    outside_kept, parse_to_ports, shadowed_by_link_local, validate_chain_name,
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.ranges import (
     DEFAULT_NONMASQ_CIDRS, LINK_LOCAL, RESERVED_RANGES,
@@ -56,14 +65,8 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.ranges import (
 SAFE_PATH = re.compile(r'/[A-Za-z0-9_.+@/-]*\Z')
 PATH_VARIABLES = ('ip_masq_lib_dir', 'ip_masq_state_dir', 'ip_masq_config_path', 'ip_masq_python',
                   'ip_masq_unit_dir', 'ip_masq_tmpfiles_dir')
-# masq_chain's options that the role passes, by role variable (the rest: ip_masq_ + the option).
-_ROLE_VARIABLE = {'ipv6': 'ip_masq_enable_ipv6'}
-_MODULE_OPTIONS = ('nonmasquerade_cidrs', 'masq_link_local', 'masq_link_local_ipv6', 'nomasq_all_reserved_ranges',
-                   'ipv6', 'chain', 'random_fully', 'to_ports', 'jump_position', 'cidr_limit', 'rule_format',
-                   'backend', 'exception_cidrs', 'masquerade_cidrs', 'snat_to', 'snat_to_require_local',
-                   'source_cidrs', 'out_interfaces')
-_BOOL_OPTIONS = ('masq_link_local', 'masq_link_local_ipv6', 'nomasq_all_reserved_ranges', 'ipv6', 'random_fully',
-                 'snat_to_require_local')
+# masq_chain's options that the role passes (the options table's, but adopt_chain).
+_MODULE_OPTIONS = tuple(o.name for o in OPTIONS if o.module and o.role)
 _FAMILY = {4: 'IPv4', 6: 'IPv6'}
 _V6_OFF = ('%s of %s: IPv6 CIDRs %s are listed but ip_masq_enable_ipv6 is false '
            '(set it to true, or remove them).')
@@ -75,46 +78,107 @@ class RoleArgsError(AnsibleError):
     """The role's variables of one host are refused; the message names the variable and the host."""
 
 
-def role_variable(option):
-    """The role variable that sets masq_chain's ``option``."""
-    return _ROLE_VARIABLE.get(option, 'ip_masq_' + option)
+# The role's folder in this collection (the action may run outside the role).
+ROLE_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), 'roles', 'ip_masq')
+ENTRY_POINT = 'main'
+_SPECS = {}
 
 
-def _bool(value):
-    """Jinja's ``| bool`` as the role used it."""
-    return boolean(value, strict=False)
+def role_spec(role_path=ROLE_PATH):
+    """The options of the role's argument spec (meta/argument_specs.yml,
+    entry point main), without their documentation; read once per process."""
+    path = os.path.join(role_path, 'meta', 'argument_specs.yml')
+    if path not in _SPECS:
+        with open(path, 'rb') as handle:
+            data = yaml.load(handle, Loader=getattr(yaml, 'CSafeLoader', yaml.SafeLoader))
+        options = data['argument_specs'][ENTRY_POINT]['options']
+        _SPECS[path] = dict((name, dict((key, value) for key, value in entry.items()
+                                        if key in ('type', 'elements', 'default', 'choices')))
+                            for name, entry in options.items())
+    return _SPECS[path]
 
 
-def _int(value):
-    """Jinja's ``| int`` (0 for what is not a number)."""
+
+
+# How the one-line type messages name what a variable must be.
+_WANT = {'str': 'a string', 'path': 'a path (a string)', 'bool': 'true or false', 'int': 'a whole number',
+         'list': 'a list', 'dict': 'a mapping', 'raw': 'a value'}
+_NAMED = (re.compile(r"^argument '([^']+)'"), re.compile(r"option '([^']+)'"), re.compile(r'^value of (\S+) must be'))
+# Timer values are written in milliseconds: a shorter interval would be 0.
+_MS_PER_SECOND = 1000
+
+
+class _Problems(list):
+    """The problems of one host, one line each, and the variables they name."""
+
+    def __init__(self, host):
+        super().__init__()
+        self.host = host
+        self.bad = set()
+
+    def add(self, variable, text):
+        self.bad.add(variable)
+        self.append('%s of %s: %s' % (variable, self.host, text) if variable else text)
+
+
+def _got(value):
+    if isinstance(value, Mapping):
+        return 'a mapping'
+    if isinstance(value, str):
+        return 'a string'
+    if isinstance(value, bool):
+        return 'a boolean'
+    if isinstance(value, (int, float)):
+        return 'a number'
+    if isinstance(value, (list, tuple)):
+        return 'a list'
+    return 'null' if value is None else 'a value'
+
+
+def _json(value):
     try:
-        return int(value)
+        return json.dumps(value, sort_keys=True, default=str)
     except (TypeError, ValueError):
-        try:
-            return int(float(value))
-        except (TypeError, ValueError):
-            return 0
+        return repr(value)
 
 
-def _filtered(plugin, value, **options):
-    """A filter's result, or its message as the role's failure."""
+def _typed(values, spec, problems):
+    """``values`` converted by ansible-core's ArgumentSpecValidator on the
+    role's spec (what validate_argument_spec does); a value it refuses is
+    one line in ``problems`` and stays as given."""
+    given = dict((name, value) for name, value in values.items() if name in spec)
+    checked = ArgumentSpecValidator(spec).validate(given, validate_role_argument_spec=True)
+    typed = dict(values)
+    typed.update(checked.validated_parameters)
+    for error in checked.errors:
+        text = getattr(error, 'error_message', None) or str(error)
+        name = next((m.group(1) for m in (r.search(text) for r in _NAMED) if m), None)
+        if name in spec:
+            entry = spec[name]
+            want = _WANT.get(entry.get('type', 'str'), entry.get('type'))
+            if entry.get('elements') in ('str', 'path'):
+                want += ' of strings'
+            if entry.get('choices') and text.startswith('value of'):
+                want = 'one of %s' % ', '.join(str(c) for c in entry['choices'])
+            problems.add(name, 'must be %s, got %s: %s.' % (want, _got(values.get(name)), _json(values.get(name))))
+        else:
+            problems.add(None, 'ip_masq role variables of %s: %s' % (problems.host, text))
+    return typed
+
+
+def _filtered(problems, variable, plugin, value, **options):
+    """A filter's result, or its message (which names the variable and the host) as a problem."""
     try:
         return plugin(value, **options)
     except AnsibleFilterError as exc:
-        raise RoleArgsError(_text(exc)) from None
+        problems.bad.add(variable)
+        problems.append(_text(exc))
+        return None
 
 
 def _text(exc):
     message = getattr(exc, 'message', None)
     return message if isinstance(message, str) else str(exc)
-
-
-def _items(value):
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [item.strip() for item in value.split(',')]
-    return list(value)
 
 
 def _v6(cidrs):
@@ -133,68 +197,111 @@ def _touches(cidr, kept):
                for low, high in merge(cidr_interval(c, family) for c in kept if cidr_family(c) == family))
 
 
-def _normalise(values, host):
-    """The lists, normalised, in validate.yml's set_fact order (the first bad list fails)."""
+_LISTS = (('__ip_masq_cidrs', 'ip_masq_nonmasquerade_cidrs'), ('__ip_masq_exceptions', 'ip_masq_exception_cidrs'),
+          ('__ip_masq_masquerade', 'ip_masq_masquerade_cidrs'), ('__ip_masq_sources', 'ip_masq_source_cidrs'),
+          ('__ip_masq_snat_to', 'ip_masq_snat_to'))
+
+
+def _normalise(values, problems):
+    """The lists, normalised by the filters (every bad list is a problem; its fact is None)."""
+    label = '%s of ' + problems.host
     upstream = values['ip_masq_rule_format'] == 'upstream'
-    label = '%s of ' + host
     out = {}
-    out['__ip_masq_cidrs'] = _filtered(
-        nonmasq_guard, values['ip_masq_nonmasquerade_cidrs'], allow_catch_all=values['ip_masq_allow_catch_all'],
-        option_hints=False, duplicates='keep' if upstream else 'error', label=label % 'ip_masq_nonmasquerade_cidrs')
-    for fact, variable in (('__ip_masq_exceptions', 'ip_masq_exception_cidrs'),
-                           ('__ip_masq_masquerade', 'ip_masq_masquerade_cidrs'),
-                           ('__ip_masq_sources', 'ip_masq_source_cidrs')):
-        out[fact] = _filtered(nonmasq_guard, values[variable], allow_catch_all=True, option_hints=False,
-                              label=label % variable)
-    out['__ip_masq_snat_to'] = _filtered(snat_to, values['ip_masq_snat_to'], ipv6=_bool(values['ip_masq_enable_ipv6']),
-                                         label=label % 'ip_masq_snat_to')
-    out['__ip_masq_default_list'] = bool((upstream or out['__ip_masq_masquerade'])
-                                         and out['__ip_masq_cidrs'] == list(DEFAULT_NONMASQ_CIDRS))
+    if 'ip_masq_nonmasquerade_cidrs' not in problems.bad and 'ip_masq_allow_catch_all' not in problems.bad:
+        out['__ip_masq_cidrs'] = _filtered(
+            problems, 'ip_masq_nonmasquerade_cidrs', nonmasq_guard, values['ip_masq_nonmasquerade_cidrs'],
+            allow_catch_all=values['ip_masq_allow_catch_all'], option_hints=False,
+            duplicates='keep' if upstream else 'error', label=label % 'ip_masq_nonmasquerade_cidrs')
+    for fact, variable in _LISTS[1:4]:
+        if variable not in problems.bad:
+            out[fact] = _filtered(problems, variable, nonmasq_guard, values[variable], allow_catch_all=True,
+                                  option_hints=False, label=label % variable)
+    if 'ip_masq_snat_to' not in problems.bad and 'ip_masq_enable_ipv6' not in problems.bad:
+        out['__ip_masq_snat_to'] = _filtered(problems, 'ip_masq_snat_to', snat_to, values['ip_masq_snat_to'],
+                                             ipv6=values['ip_masq_enable_ipv6'], label=label % 'ip_masq_snat_to')
+    for fact, _variable in _LISTS:
+        out.setdefault(fact, None)
+    out['__ip_masq_default_list'] = bool(
+        (upstream or out['__ip_masq_masquerade']) and out['__ip_masq_cidrs'] == list(DEFAULT_NONMASQ_CIDRS))
     return out
 
 
-def _problems(values, host, facts):
-    """validate.yml's assert: every refused combination, in its order."""
+def timer_value(seconds):
+    """The resync timer's OnUnitActiveSec= for an interval of ``seconds``
+    (whole seconds, else milliseconds); None where it would be 0."""
+    ms = int(round(seconds * _MS_PER_SECOND))
+    if ms <= 0:
+        return None
+    return '%ds' % (ms // _MS_PER_SECOND) if ms % _MS_PER_SECOND == 0 else '%dms' % ms
+
+
+def _interval(values, problems):
+    """The resync interval's timer value (None when refused)."""
+    if 'ip_masq_resync_interval' in problems.bad:
+        return None
+    interval = values['ip_masq_resync_interval']
+    try:
+        seconds = go_duration(interval)
+    except AnsibleFilterError as exc:
+        problems.add('ip_masq_resync_interval', _text(exc).partition(': ')[2])
+        return None
+    if not seconds > 0:
+        problems.add('ip_masq_resync_interval', '%s is not a positive Go duration such as 60s, 1m0s or 1h30m.'
+                     % interval)
+        return None
+    timer = timer_value(seconds)
+    if timer is None:
+        problems.add('ip_masq_resync_interval', '%s is shorter than a millisecond: the resync timer counts in '
+                     'milliseconds, so systemd would get 0 (OnUnitActiveSec=0s) and not repeat it. Use 1ms or more, '
+                     'such as 60s.' % interval)
+    return timer
+
+
+def _ok(problems, *variables):
+    return not any(variable in problems.bad for variable in variables)
+
+
+def _check(values, facts, problems):
+    """Every refused combination (those whose inputs are themselves fine)."""
+    host = problems.host
     cidrs, exceptions = facts['__ip_masq_cidrs'], facts['__ip_masq_exceptions']
     masquerade, sources = facts['__ip_masq_masquerade'], facts['__ip_masq_sources']
-    ipv6 = _bool(values['ip_masq_enable_ipv6'])
-    masq_link_local = {4: _bool(values['ip_masq_masq_link_local']), 6: _bool(values['ip_masq_masq_link_local_ipv6'])}
-    reserved = _bool(values['ip_masq_nomasq_all_reserved_ranges'])
-    limit = _int(values['ip_masq_cidr_limit'])
-    interval = str(values['ip_masq_resync_interval'])
-    seconds = _filtered(go_duration, interval)     # a value that is no Go duration fails alone, as it did
+    ipv6 = values['ip_masq_enable_ipv6']
+    masq_link_local = {4: values['ip_masq_masq_link_local'], 6: values['ip_masq_masq_link_local_ipv6']}
+    reserved = values['ip_masq_nomasq_all_reserved_ranges']
+    limit = values['ip_masq_cidr_limit']
+    v6_ok = _ok(problems, 'ip_masq_enable_ipv6')
+    limit_ok = _ok(problems, 'ip_masq_cidr_limit')
     masq_mode = bool(masquerade)
-    problems = []
 
-    if _v6(cidrs) and not ipv6:
+    if cidrs is not None and v6_ok and _v6(cidrs) and not ipv6:
         problems.append(_V6_OFF % ('ip_masq_nonmasquerade_cidrs', host, ', '.join(_v6(cidrs))))
-    if not masq_mode and over_limit(len(cidrs), limit):
-        problems.append(_OVER_LIMIT % ('ip_masq_nonmasquerade_cidrs', host, len(cidrs), values['ip_masq_cidr_limit']))
-    if not seconds > 0:
-        problems.append('ip_masq_resync_interval of %s: %s is not a positive Go duration such as 60s, 1m0s or 1h30m.'
-                        % (host, interval))
-    paths = [values[name] for name in PATH_VARIABLES] + [values['ip_masq_metrics_dir']] * bool(values['ip_masq_metrics_dir'])
-    bad_paths = [str(path) for path in paths if not (isinstance(path, str) and SAFE_PATH.match(path))]
+    if cidrs is not None and limit_ok and masquerade is not None and not masq_mode and over_limit(len(cidrs), limit):
+        problems.append(_OVER_LIMIT % ('ip_masq_nonmasquerade_cidrs', host, len(cidrs), limit))
+    paths = [(name, values[name]) for name in PATH_VARIABLES if _ok(problems, name)]
+    if values['ip_masq_metrics_dir'] and _ok(problems, 'ip_masq_metrics_dir'):
+        paths.append(('ip_masq_metrics_dir', values['ip_masq_metrics_dir']))
+    bad_paths = [str(path) for _name, path in paths if not (isinstance(path, str) and SAFE_PATH.match(path))]
     if bad_paths:
         problems.append('ip_masq_lib_dir, ip_masq_state_dir, ip_masq_config_path, ip_masq_python, ip_masq_unit_dir, '
                         'ip_masq_tmpfiles_dir and ip_masq_metrics_dir (when set) of %s must be absolute paths of '
                         'letters, digits and _ . + @ - / (not %s).' % (host, ', '.join(bad_paths)))
     ext_v6 = {}
-    if not ipv6:
+    if v6_ok and not ipv6:
         for variable, listed in (('ip_masq_exception_cidrs', exceptions), ('ip_masq_masquerade_cidrs', masquerade),
                                  ('ip_masq_source_cidrs', sources)):
-            if _v6(listed):
+            if listed and _v6(listed):
                 ext_v6[variable] = _v6(listed)
                 problems.append(_V6_OFF % (variable, host, ', '.join(_v6(listed))))
-    given = extensions_given({'exception_cidrs': exceptions, 'masquerade_cidrs': masquerade,
-                              'snat_to': facts['__ip_masq_snat_to'], 'source_cidrs': sources,
-                              'out_interfaces': values['ip_masq_out_interfaces']})
+    given = extensions_given({'exception_cidrs': exceptions or [], 'masquerade_cidrs': masquerade or [],
+                              'snat_to': facts['__ip_masq_snat_to'] or [], 'source_cidrs': sources or [],
+                              'out_interfaces': values['ip_masq_out_interfaces'] if _ok(problems, 'ip_masq_out_interfaces') else []})
     if values['ip_masq_rule_format'] == 'upstream' and given:
         problems.append('%s of %s: extensions of ipmasq.agent, which the upstream agent does not have, but '
                         'ip_masq_rule_format is upstream (the rules exactly as the upstream agent writes them). '
                         'Set ip_masq_rule_format: docs, or remove them.'
                         % (', '.join(role_variable(name) for name in given), host))
-    if masq_mode:
+    if masq_mode and cidrs is not None and exceptions is not None and _ok(problems, 'ip_masq_nomasq_all_reserved_ranges'):
         for other in masquerade_conflicts(cidrs == list(DEFAULT_NONMASQ_CIDRS), reserved, exceptions):
             if other == 'exception_cidrs':
                 advice = 'list the exceptions in ip_masq_masquerade_cidrs instead.'
@@ -205,9 +312,10 @@ def _problems(values, host, facts):
                              else 'set ip_masq_nomasq_all_reserved_ranges: false'))
             problems.append('ip_masq_masquerade_cidrs of %s cannot be combined with %s: %s'
                             % (host, role_variable(other), advice))
-    if over_limit(len(masquerade), limit):
-        problems.append(_OVER_LIMIT % ('ip_masq_masquerade_cidrs', host, len(masquerade), values['ip_masq_cidr_limit']))
-    if masq_mode and not ext_v6:
+    if masquerade is not None and limit_ok and over_limit(len(masquerade), limit):
+        problems.append(_OVER_LIMIT % ('ip_masq_masquerade_cidrs', host, len(masquerade), limit))
+    link_local_ok = _ok(problems, 'ip_masq_masq_link_local', 'ip_masq_masq_link_local_ipv6')
+    if masq_mode and not ext_v6 and link_local_ok:
         shadowed = [c for c in masquerade if shadowed_by_link_local(c, cidr_family(c), masq_link_local)]
         if shadowed:
             problems.append('ip_masq_masquerade_cidrs of %s: %s %s inside link-local, which keeps its source while '
@@ -215,7 +323,8 @@ def _problems(values, host, facts):
                             'be masqueraded. Set ip_masq_masq_link_local: true (link-local is then masqueraded only '
                             'where listed), or remove it.'
                             % (host, ', '.join(shadowed), 'lies' if len(shadowed) == 1 else 'lie'))
-    if not masq_mode and exceptions and not ext_v6:
+    if (masquerade is not None and not masq_mode and exceptions and cidrs is not None and not ext_v6 and link_local_ok
+            and _ok(problems, 'ip_masq_nomasq_all_reserved_ranges')):
         kept = list(cidrs) + [LINK_LOCAL[f] for f in (4, 6) if not masq_link_local[f]]
         kept += list(RESERVED_RANGES) if reserved else []
         outside = outside_kept(exceptions, kept)
@@ -228,41 +337,55 @@ def _problems(values, host, facts):
                             'exception names a part of a kept range to masquerade; remove it, or add the range it '
                             'belongs to to ip_masq_nonmasquerade_cidrs.'
                             % (host, ', '.join(outside), 'is' if len(outside) == 1 else 'are'))
-    missing = missing_source_families(_by_family(sources), (4, 6)) if sources and ipv6 else []
+    missing = missing_source_families(_by_family(sources), (4, 6)) if sources and v6_ok and ipv6 else []
     if missing:
         families = ' and '.join(_FAMILY[f] for f in missing)
         problems.append('ip_masq_source_cidrs of %s lists no %s source while ip_masq_enable_ipv6 is true: %s traffic '
                         'would never get a new source address. Add the %s pod CIDR, or set ip_masq_enable_ipv6: false.'
                         % (host, families, families, families))
-    names = _items(values['ip_masq_out_interfaces'])
-    bad = [n for n in names if not isinstance(n, str)]
-    bad += [n for n in names if isinstance(n, str) and not is_interface_name(n) and n not in ('.', '..')]
-    bad += [n for n in names if isinstance(n, str) and n in ('.', '..')]
-    if bad:
-        problems.append('ip_masq_out_interfaces of %s: %s %s (1 to 15 letters, digits and _ . -, not starting with -; '
-                        'no wildcards such as eth+ or eth*).'
-                        % (host, ', '.join(json.dumps(n) for n in bad),
-                           'is not an interface name' if len(bad) == 1 else 'are not interface names'))
-    return problems
+    if _ok(problems, 'ip_masq_out_interfaces'):
+        names = values['ip_masq_out_interfaces']
+        bad = [n for n in names if not is_interface_name(n) and n not in ('.', '..')]
+        bad += [n for n in names if n in ('.', '..')]
+        if bad:
+            problems.append('ip_masq_out_interfaces of %s: %s %s (1 to 15 letters, digits and _ . -, not starting with '
+                            '-; no wildcards such as eth+ or eth*).'
+                            % (host, ', '.join(json.dumps(n) for n in bad),
+                               'is not an interface name' if len(bad) == 1 else 'are not interface names'))
+    _core_checks(values, problems)
+
+
+def _core_checks(values, problems):
+    """The core's own rules for single options (the node runs the same)."""
+    for variable, rule in (('ip_masq_chain', validate_chain_name), ('ip_masq_to_ports', parse_to_ports)):
+        if _ok(problems, variable):
+            try:
+                rule(values[variable])
+            except MasqError as exc:
+                problems.add(variable, exc.msg.partition(': ')[2] or exc.msg)
+    if _ok(problems, 'ip_masq_audit_allow'):
+        try:
+            parse_allow(values['ip_masq_audit_allow'])
+        except MasqError as exc:
+            problems.add('ip_masq_audit_allow', exc.msg.partition(': ')[2] or exc.msg)
 
 
 def _masq_chain_args(values, facts):
-    """The arguments roles/ip_masq/tasks/apply.yml passes masq_chain (an omitted one is left out)."""
+    """masq_chain's arguments, typed (the default list and a null random_fully left out: the module's default)."""
+    lists = {'nonmasquerade_cidrs': '__ip_masq_cidrs', 'exception_cidrs': '__ip_masq_exceptions',
+             'masquerade_cidrs': '__ip_masq_masquerade', 'source_cidrs': '__ip_masq_sources',
+             'snat_to': '__ip_masq_snat_to'}
     args = {}
-    if not facts['__ip_masq_default_list']:
-        args['nonmasquerade_cidrs'] = facts['__ip_masq_cidrs']
-    args.update(masq_link_local=values['ip_masq_masq_link_local'],
-                masq_link_local_ipv6=values['ip_masq_masq_link_local_ipv6'],
-                nomasq_all_reserved_ranges=values['ip_masq_nomasq_all_reserved_ranges'],
-                ipv6=values['ip_masq_enable_ipv6'], chain=values['ip_masq_chain'])
-    if values['ip_masq_random_fully'] is not None:
-        args['random_fully'] = values['ip_masq_random_fully']
-    args.update(to_ports=values['ip_masq_to_ports'], jump_position=values['ip_masq_jump_position'],
-                cidr_limit=values['ip_masq_cidr_limit'], rule_format=values['ip_masq_rule_format'],
-                backend=values['ip_masq_backend'], exception_cidrs=facts['__ip_masq_exceptions'],
-                masquerade_cidrs=facts['__ip_masq_masquerade'], snat_to=facts['__ip_masq_snat_to'],
-                snat_to_require_local=values['ip_masq_snat_to_require_local'], source_cidrs=facts['__ip_masq_sources'],
-                out_interfaces=values['ip_masq_out_interfaces'], state='present')
+    for name in _MODULE_OPTIONS:
+        if name in lists:
+            args[name] = facts[lists[name]]
+        elif name != 'state':
+            args[name] = values[role_variable(name)]
+    if facts['__ip_masq_default_list']:
+        del args['nonmasquerade_cidrs']
+    if args['random_fully'] is None:
+        del args['random_fully']
+    args['state'] = 'present'
     return args
 
 
@@ -274,49 +397,42 @@ def _core_message(exc, host):
     return 'ip_masq role variables of %s: %s' % (host, exc.msg)
 
 
-def _policy(args):
-    """The core's Policy of masq_chain's arguments, as the node will build it (its argument
-    spec's conversions: booleans and the limit; the role's argument spec checked the types)."""
-    kwargs = {key: args[key] for key in _MODULE_OPTIONS if key in args and key not in ('backend',)}
-    for key in _BOOL_OPTIONS:
-        if key in kwargs:
-            kwargs[key] = _bool(kwargs[key])
-    kwargs['cidr_limit'] = _int(kwargs['cidr_limit'])
-    kwargs['to_ports'] = [str(port) for port in _items(kwargs['to_ports'])]
-    kwargs['out_interfaces'] = [str(name) for name in _items(kwargs['out_interfaces'])]
-    return Policy(**kwargs)
+def role_args(values: Mapping[str, object], host: str, spec: Mapping[str, dict] | None = None) -> dict:
+    """Convert and validate the ip_masq role's variables of ``host`` on the
+    controller.  ``values``: the ``ip_masq_*`` variables (the role's
+    defaults under the user's), templated, in any form a user gives them;
+    ``spec``: the role's argument spec (meta/argument_specs.yml, entry
+    point ``main``'s ``options``; this collection's role by default).
 
-
-def role_args(values: Mapping[str, object], host: str) -> dict:
-    """Validate the ip_masq role's variables of ``host`` (``values``: the
-    ``ip_masq_*`` variables after defaults/main.yml, templated) on the
-    controller.
-
-    Returns ``{'state', 'masq_chain', 'facts'}``: masq_chain's arguments
-    (what tasks/apply.yml passes, or with ``ip_masq_state: absent`` what
-    tasks/absent.yml passes) and the normalised lists the templates read
+    Returns ``{'state', 'values', 'masq_chain', 'facts', 'timer'}``: the
+    typed values, masq_chain's typed arguments, the normalised lists
     (``__ip_masq_cidrs``, ``__ip_masq_exceptions``, ``__ip_masq_masquerade``,
     ``__ip_masq_sources``, ``__ip_masq_snat_to``, ``__ip_masq_default_list``;
-    none with state absent).  Raises :class:`RoleArgsError` naming the
-    variable and the host: a bad list alone (the first, in the order
-    nonmasquerade, exception, masquerade, source CIDRs, snat_to), a
-    resync interval that is no Go duration alone, else every refused
-    combination at once; last, anything the node's core refuses in the
-    policy built from the same arguments.
+    none with state absent) and the resync timer's value.  Raises
+    :class:`RoleArgsError` with every problem, one line each naming the
+    variable and the host; last, anything else the node's core refuses in
+    the policy built from the same arguments.
     """
-    if values['ip_masq_state'] != 'present':
-        try:
-            validate_chain_name(values['ip_masq_chain'])
-        except MasqError as exc:
-            raise RoleArgsError(_core_message(exc, host)) from None
-        return {'state': 'absent', 'masq_chain': {'chain': values['ip_masq_chain'], 'state': 'absent'}, 'facts': {}}
-    facts = _normalise(values, host)
-    problems = _problems(values, host, facts)
+    problems = _Problems(host)
+    typed = _typed(values, role_spec() if spec is None else spec, problems)
+    if typed.get('ip_masq_state') == 'absent' and 'ip_masq_state' not in problems.bad:
+        if _ok(problems, 'ip_masq_chain'):
+            try:
+                validate_chain_name(typed['ip_masq_chain'])
+            except MasqError as exc:
+                problems.append(_core_message(exc, host))
+        if problems:
+            raise RoleArgsError('\n'.join(problems))
+        return {'state': 'absent', 'values': typed, 'masq_chain': {'chain': typed['ip_masq_chain'], 'state': 'absent'},
+                'facts': {}, 'timer': None}
+    facts = _normalise(typed, problems)
+    timer = _interval(typed, problems)
+    _check(typed, facts, problems)
     if problems:
         raise RoleArgsError('\n'.join(problems))
-    args = _masq_chain_args(values, facts)
+    args = _masq_chain_args(typed, facts)
     try:
-        _policy(args)
+        Policy(**dict((key, args[key]) for key in POLICY_OPTIONS if key in args))
     except MasqError as exc:
         raise RoleArgsError(_core_message(exc, host)) from None
-    return {'state': 'present', 'masq_chain': args, 'facts': facts}
+    return {'state': 'present', 'values': typed, 'masq_chain': args, 'facts': facts, 'timer': timer}

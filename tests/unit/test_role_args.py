@@ -152,7 +152,9 @@ EXACT = {
         'ip_masq_resync_interval of interval-0s: 0s is not a positive Go duration such as 60s, 1m0s or 1h30m.'),
     'interval-1d': (
         {'ip_masq_resync_interval': '1d'},
-        'ipmasq.agent.go_duration: "1d" is not a Go duration: unknown unit "d" (the units are ns, us, ms, s, m and h; '
+        # Names the role variable and the host (it named the filter, at 4af2eab).
+        'ip_masq_resync_interval of interval-1d: "1d" is not a Go duration: unknown unit "d" (the units are ns, us, '
+        'ms, s, m and h; '
         'there is no day unit, write 24h) (examples: "60s", "1m30s", "500ms", "1h").'),
     'bare-dup': (
         {'ip_masq_nonmasquerade_cidrs': ['10.244.0.0/16', '10.30.0.7', '10.244.0.0/16']},
@@ -261,8 +263,9 @@ def test_masq_chain_gets_what_apply_yml_passed():
 
 
 def test_state_absent_checks_the_chain_only():
-    assert run('h', ip_masq_state='absent', ip_masq_nonmasquerade_cidrs=['banana']) == {
-        'state': 'absent', 'masq_chain': {'chain': 'IP-MASQ-AGENT', 'state': 'absent'}, 'facts': {}}
+    absent = run('h', ip_masq_state='absent', ip_masq_nonmasquerade_cidrs=['banana'])
+    assert {key: absent[key] for key in ('state', 'masq_chain', 'facts', 'timer')} == {
+        'state': 'absent', 'masq_chain': {'chain': 'IP-MASQ-AGENT', 'state': 'absent'}, 'facts': {}, 'timer': None}
     assert refusal('h', {'ip_masq_state': 'absent', 'ip_masq_chain': 'bad chain'}).startswith("ip_masq_chain of h: 'bad chain'")
 
 

@@ -46,6 +46,12 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.cidrs import (
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import ConfigError, MasqError, quote
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import read_regular
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.golang import format_duration, parse_duration_ns
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import (
+    CONFIG_FIELDS,
+    EXTENSION_DEFAULTS,
+    EXTENSION_FIELDS,
+    OPTIONS,
+)
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.yamlsubset import (
     DEPTH_REASON,
     INT64_MIN,
@@ -59,48 +65,19 @@ DEFAULT_CONFIG_PATH = '/etc/ip-masq-agent/config'
 DEFAULT_RESYNC_INTERVAL = '1m0s'
 MAX_CONFIG_BYTES = 1024 * 1024
 
-# The upstream struct's JSON names, and our names for the settings.
-FIELDS = (
-    ('nonMasqueradeCIDRs', 'nonmasquerade_cidrs'),
-    ('masqLinkLocal', 'masq_link_local'),
-    ('masqLinkLocalIPv6', 'masq_link_local_ipv6'),
-    ('cidrLimit', 'cidr_limit'),
-    ('resyncInterval', 'resync_interval'),
-)
-# Keys of ours (docs/docsite/rst/extensions.rst): the upstream agent ignores
-# them, as it ignores every key it does not know.  The settings hold one
-# only when the file sets it, and a file is written with the ones set, so a
-# file without them is the upstream file byte for byte.
-EXTENSION_FIELDS = (
-    ('exceptionCIDRs', 'exception_cidrs'),
-    ('masqueradeCIDRs', 'masquerade_cidrs'),
-    ('snatTo', 'snat_to'),
-    ('snatToRequireLocal', 'snat_to_require_local'),
-    ('sourceCIDRs', 'source_cidrs'),
-    ('outInterfaces', 'out_interfaces'),
-)
-_FOLDED = dict((key.casefold(), (key, ours)) for key, ours in FIELDS + EXTENSION_FIELDS)
-_EXTENSION_DEFAULTS = {
-    'exception_cidrs': [],
-    'masquerade_cidrs': [],
-    'snat_to': [],
-    'snat_to_require_local': True,
-    'source_cidrs': [],
-    'out_interfaces': [],
-}
+# The upstream struct's JSON names, and our names for the settings; then
+# keys of ours (docs/docsite/rst/extensions.rst), which the upstream agent
+# ignores, as it ignores every key it does not know.  The settings hold an
+# extension only when the file sets it, and a file is written with the ones
+# set, so a file without them is the upstream file byte for byte.  Both come
+# from the options table (options.py).
+_FOLDED = dict((key.casefold(), (key, ours)) for key, ours in CONFIG_FIELDS + EXTENSION_FIELDS)
 
 _KEY_CHARS = frozenset('abcdefghijklmnopqrstuvwxyz0123456789')
 
 # Keys people put in the file that the agent does not read there.
-_FLAG_HINTS = {
-    'enableipv6': '--enable-ipv6',
-    'ipv6': '--enable-ipv6',
-    'masqchain': '--masq-chain',
-    'chain': '--masq-chain',
-    'nomasqallreservedranges': '--nomasq-all-reserved-ranges',
-    'randomfully': '--random-fully',
-    'toports': '--to-ports',
-}
+_FLAG_HINTS = dict((''.join(char for char in text.casefold() if char in _KEY_CHARS), option.flag)
+                   for option in OPTIONS if option.flag for text in (option.flag, option.name))
 _KEY_HINTS = {
     'nonmasqueradecidrs': 'nonMasqueradeCIDRs',
     'nonmasqueradecidr': 'nonMasqueradeCIDRs',
@@ -344,9 +321,9 @@ def _unknown_key_warning(key, line):
                 % (where, _FLAG_HINTS[folded]))
     if folded in _KEY_HINTS:
         return 'unknown key %s is ignored (as upstream ignores it); did you mean %s?' % (where, _KEY_HINTS[folded])
-    return ('unknown key %s is ignored (as upstream ignores it); the keys are nonMasqueradeCIDRs, masqLinkLocal, '
-            'masqLinkLocalIPv6, cidrLimit and resyncInterval, and the extensions of ipmasq.agent %s.'
-            % (where, ', '.join(key for key, _ours in EXTENSION_FIELDS)))
+    keys = [key for key, _ours in CONFIG_FIELDS]
+    return ('unknown key %s is ignored (as upstream ignores it); the keys are %s and %s, and the extensions of '
+            'ipmasq.agent %s.' % (where, ', '.join(keys[:-1]), keys[-1], ', '.join(key for key, _ours in EXTENSION_FIELDS)))
 
 
 def _check_cidrs(settings, ipv6, where, keep_duplicates=False):
@@ -447,11 +424,11 @@ def read_config(path):
 def to_upstream(settings):
     """The settings as the upstream JSON object (upstream key names), with
     the extension keys that are set."""
-    out = dict((upstream, settings[ours]) for upstream, ours in FIELDS)
+    out = dict((upstream, settings[ours]) for upstream, ours in CONFIG_FIELDS)
     if settings.get('masquerade_cidrs') and is_default_list(settings['nonmasquerade_cidrs']):
         del out['nonMasqueradeCIDRs']   # masquerade-only: a list here would be refused when read back
     out.update((key, settings[ours]) for key, ours in EXTENSION_FIELDS
-               if ours in settings and settings[ours] != _EXTENSION_DEFAULTS[ours])
+               if ours in settings and settings[ours] != EXTENSION_DEFAULTS[ours])
     return out
 
 
@@ -460,13 +437,13 @@ def in_file_terms(msg):
     (``outInterfaces``) rather than the module options (``out_interfaces``)."""
     import re  # pylint: disable=import-outside-toplevel
 
-    keys = dict((ours, key) for key, ours in FIELDS + EXTENSION_FIELDS)
+    keys = dict((ours, key) for key, ours in CONFIG_FIELDS + EXTENSION_FIELDS)
     return re.sub(r'\b(%s)\b' % '|'.join(keys), lambda match: keys[match.group(1)], msg)
 
 
 def policy_options(settings):
     """The extension settings as ``Policy`` keyword arguments."""
-    return dict((ours, settings.get(ours, _EXTENSION_DEFAULTS[ours])) for _key, ours in EXTENSION_FIELDS)
+    return dict((ours, settings.get(ours, EXTENSION_DEFAULTS[ours])) for _key, ours in EXTENSION_FIELDS)
 
 
 def render_config(settings, compact=False):
