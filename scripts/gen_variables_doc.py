@@ -59,7 +59,7 @@ def value(v):
 
 def main(out):
     with open(os.path.join(ROLE, 'meta', 'argument_specs.yml')) as handle:
-        options = yaml.safe_load(handle)['argument_specs']['main']['options']
+        options = yaml.safe_load(handle)['argument_specs']['ip_masq']['options']
     listed = [name for _title, names in groups() for name in names]
     missing = sorted(set(options) - set(listed))
     if missing or len(listed) != len(set(listed)) or set(listed) - set(options):

@@ -80,13 +80,13 @@ class RoleArgsError(AnsibleError):
 
 # The role's folder in this collection (the action may run outside the role).
 ROLE_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), 'roles', 'ip_masq')
-ENTRY_POINT = 'main'
+ENTRY_POINT = 'ip_masq'
 _SPECS = {}
 
 
 def role_spec(role_path=ROLE_PATH):
     """The options of the role's argument spec (meta/argument_specs.yml,
-    entry point main), without their documentation; read once per process."""
+    entry point ip_masq), without their documentation; read once per process."""
     path = os.path.join(role_path, 'meta', 'argument_specs.yml')
     if path not in _SPECS:
         with open(path, 'rb') as handle:
@@ -402,7 +402,7 @@ def role_args(values: Mapping[str, object], host: str, spec: Mapping[str, dict] 
     controller.  ``values``: the ``ip_masq_*`` variables (the role's
     defaults under the user's), templated, in any form a user gives them;
     ``spec``: the role's argument spec (meta/argument_specs.yml, entry
-    point ``main``'s ``options``; this collection's role by default).
+    point ``ip_masq``'s ``options``; this collection's role by default).
 
     Returns ``{'state', 'values', 'masq_chain', 'facts', 'timer'}``: the
     typed values, masq_chain's typed arguments, the normalised lists

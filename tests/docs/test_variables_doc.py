@@ -30,7 +30,7 @@ def test_the_reference_is_generated_from_the_argument_spec():
 
 
 def test_argument_spec_and_defaults_agree():
-    options = load('meta', 'argument_specs.yml')['argument_specs']['main']['options']
+    options = load('meta', 'argument_specs.yml')['argument_specs']['ip_masq']['options']
     # Names that start with '__' are the role's internal node paths, not settings.
     defaults = {k: v for k, v in load('defaults', 'main.yml').items() if not k.startswith('__')}
     assert sorted(options) == sorted(defaults)
@@ -42,5 +42,5 @@ def test_argument_spec_and_defaults_agree():
 def test_every_variable_has_its_entry_once():
     with open(os.path.join(ROOT, 'docs', 'docsite', 'rst', 'variables.rst')) as handle:
         text = handle.read()
-    for name in load('meta', 'argument_specs.yml')['argument_specs']['main']['options']:
+    for name in load('meta', 'argument_specs.yml')['argument_specs']['ip_masq']['options']:
         assert text.count('\n``%s``\n' % name) == 1, name

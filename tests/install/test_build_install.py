@@ -37,7 +37,7 @@ SHIPPED = [
     'plugins/modules/*.py', 'plugins/module_utils/*.py', 'plugins/filter/*.py',
     'plugins/test/*.py', 'plugins/plugin_utils/*.py', 'plugins/action/*.py',
     'roles/ip_masq/README.md', 'roles/ip_masq/*/*.yml', 'roles/ip_masq/templates/*.j2',
-    'roles/ip_masq/files/*', 'roles/ip_masq_args/*/*.yml',
+    'roles/ip_masq/files/*',
     'playbooks/site.yml', 'playbooks/audit.yml', 'playbooks/sandbox.yml', 'playbooks/templates/*.j2',
     'plugins/doc_fragments/*.py',
     'inventories/example/hosts.yml', 'inventories/example/group_vars/*.yml',
@@ -305,7 +305,7 @@ def test_ansible_doc_renders_every_plugin_and_the_role_from_the_installed_copy(f
         for name in wanted:
             entry = data[name]
             if kind == 'role':
-                spec = entry['entry_points']['main']
+                spec = entry['entry_points']['ip_masq']
                 assert spec['short_description'] and spec['options']
                 assert entry['path'].startswith(path), entry['path']
             else:
