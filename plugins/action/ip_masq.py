@@ -134,8 +134,10 @@ class ActionModule(ActionBase):
         facts = args['facts']
         managed = self._templar.template(task_vars['ansible_managed']) if 'ansible_managed' in task_vars else None
         config = config_text(values, facts, managed or C.DEFAULT_MANAGED_STR) if facts else None
+        # The typed role variables: the later steps read these, never the raw ones.
+        typed = dict((name, value) for name, value in args['values'].items() if name.startswith('ip_masq_'))
         if validate_only:
-            result.update(changed=False, facts=facts, masq_chain=args['masq_chain'], config=config,
+            result.update(changed=False, facts=facts, masq_chain=args['masq_chain'], config=config, settings=typed,
                           ansible_facts=dict(facts))
             return result
 
@@ -260,5 +262,5 @@ class ActionModule(ActionBase):
         result['changed_parts'] = [part for part in ('files', 'resync_code', 'chain', 'audit')
                                    if (ran.get(part) or {}).get('changed')]
         result['changed_paths'] = list(files_run.get('changed_paths') or [])
-        result.update(steps=steps, facts=facts, masq_chain=args['masq_chain'], parts=parts)
+        result.update(steps=steps, facts=facts, masq_chain=args['masq_chain'], parts=parts, settings=typed)
         return result

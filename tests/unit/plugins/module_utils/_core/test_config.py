@@ -469,7 +469,7 @@ def test_render_config_is_upstream_json_that_reads_back():
     assert c.parse_config(c.render_config(settings, compact=True), ipv6=True) == (settings, [])
     assert c.render_config(DEFAULTS, compact=True) == (
         '{"nonMasqueradeCIDRs":["10.0.0.0/8","172.16.0.0/12","192.168.0.0/16"],"masqLinkLocal":false,'
-        '"masqLinkLocalIPv6":false,"cidrLimit":64,"resyncInterval":"1m0s"}')
+        '"masqLinkLocalIPv6":false,"resyncInterval":"1m0s","cidrLimit":64}')
 
 
 # ------------------------------------------------------------ the YAML subset against PyYAML

@@ -376,7 +376,7 @@ def test_render_config_writes_the_extension_keys_only_when_set():
     plain = config.defaults()
     assert config.render_config(plain, compact=True) == (
         '{"nonMasqueradeCIDRs":["10.0.0.0/8","172.16.0.0/12","192.168.0.0/16"],"masqLinkLocal":false,'
-        '"masqLinkLocalIPv6":false,"cidrLimit":64,"resyncInterval":"1m0s"}')
+        '"masqLinkLocalIPv6":false,"resyncInterval":"1m0s","cidrLimit":64}')
     settings, _warnings = config.parse_config('nonMasqueradeCIDRs: [10.0.0.0/8]\nsnatTo: [203.0.113.7]\n'
                                               'snatToRequireLocal: true\noutInterfaces: []\n')
     assert config.render_config(settings, compact=True) == (
