@@ -166,13 +166,18 @@ def _typed(values, spec, problems):
     return typed
 
 
+# A filter's message, "ipmasq.agent.FILTER: N problems in LABEL (M entries): ...",
+# as the role's: "LABEL: N problems in M entries: ..." (LABEL: the variable of the host).
+_FILTER_MESSAGE = re.compile(r'^ipmasq\.agent\.\w+: (\d+ problems? in) (.+?) \((\d+ entr(?:y|ies))\): ', re.S)
+
+
 def _filtered(problems, variable, plugin, value, **options):
-    """A filter's result, or its message (which names the variable and the host) as a problem."""
+    """A filter's result, or its message as one problem naming the variable and the host."""
     try:
         return plugin(value, **options)
     except AnsibleFilterError as exc:
         problems.bad.add(variable)
-        problems.append(_text(exc))
+        problems.append(' '.join(_FILTER_MESSAGE.sub(r'\2: \1 \3: ', _text(exc)).split()))
         return None
 
 

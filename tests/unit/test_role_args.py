@@ -158,12 +158,12 @@ EXACT = {
         'there is no day unit, write 24h) (examples: "60s", "1m30s", "500ms", "1h").'),
     'bare-dup': (
         {'ip_masq_nonmasquerade_cidrs': ['10.244.0.0/16', '10.30.0.7', '10.244.0.0/16']},
-        'ipmasq.agent.nonmasq_guard: 2 problems in ip_masq_nonmasquerade_cidrs of bare-dup (3 entries): [1] '
+        'ip_masq_nonmasquerade_cidrs of bare-dup: 2 problems in 3 entries: [1] '
         "'10.30.0.7': a bare address, not a CIDR: write 10.30.0.7/32 for the single host; [2] '10.244.0.0/16': "
         "duplicate of [0] '10.244.0.0/16'; remove it"),
     'catch-all': (
         {'ip_masq_nonmasquerade_cidrs': ['0.0.0.0/1', '128.0.0.0/1']},
-        'ipmasq.agent.nonmasq_guard: 1 problem in ip_masq_nonmasquerade_cidrs of catch-all (2 entries): [0] '
+        'ip_masq_nonmasquerade_cidrs of catch-all: 1 problem in 2 entries: [0] '
         "'0.0.0.0/1' and [1] '128.0.0.0/1' together cover all of IPv4 (0.0.0.0/0). A non-masquerade list that covers "
         'all of IPv4 means every destination matches a RETURN rule before the final MASQUERADE: nothing is ever '
         'masqueraded, and pods lose all access to networks that do not route the pod addresses back (the internet, '
@@ -173,7 +173,7 @@ EXACT = {
         'with the role)'),
     'snat-bad-many': (
         {'ip_masq_snat_to': ['203.0.113.7', '203.0.113.8', '2001:db8::7', '192.0.2.0/24']},
-        "ipmasq.agent.snat_to: 3 problems in ip_masq_snat_to of snat-bad-many (4 entries): [1] '203.0.113.8': a second "
+        "ip_masq_snat_to of snat-bad-many: 3 problems in 4 entries: [1] '203.0.113.8': a second "
         "IPv4 entry after [0] '203.0.113.7': give at most one address or range per family; [2] '2001:db8::7': IPv6, "
         "but IPv6 is not enabled (ipv6=false; with the ip_masq role, ip_masq_enable_ipv6: false); [3] '192.0.2.0/24': "
         'a prefix length has no place here: write one address or a range such as 192.0.2.1-192.0.2.254'),

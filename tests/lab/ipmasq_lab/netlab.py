@@ -260,16 +260,19 @@ WITHOUT_TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'withou
 
 
 def playbook(ns, path, extra_vars=None, backend=None, check_mode=False, diff=False,
-             env_extra=None, timeout=300, hide=()):
+             env_extra=None, timeout=300, hide=(), args=()):
     """Run ``ansible-playbook`` on localhost inside ``ns``; return
     ``(rc, tasks)`` with ``tasks`` the list of (task name, result) pairs
     from the json callback.  ``hide``: executables the run must not find,
-    as on a node where they are not installed (without_tools.py)."""
+    as on a node where they are not installed (without_tools.py).
+    ``args``: more command-line arguments, as a user types them (``-e
+    name=value``, ``--tags``), after ``extra_vars``' JSON."""
     argv = [os.path.join(VENV_BIN, 'ansible-playbook'), '-i', 'localhost,', '-c', 'local', path]
     if hide:
         argv = ['/usr/bin/python3', WITHOUT_TOOLS] + list(hide) + ['--'] + argv
     if extra_vars is not None:
         argv += ['-e', json.dumps(extra_vars)]
+    argv += list(args)
     if check_mode:
         argv.append('--check')
     if diff:
