@@ -103,3 +103,16 @@ def test_node_rows_name_the_scenarios_that_run_there():
     for text in (read('docs', 'docsite', 'rst', 'faq.rst'), read('docs', 'docsite', 'rst', 'support.rst')):
         assert 'expected to work' not in text
     assert any(r[0] == 'EL 8' and r[2].startswith('untested') and '3.6' in r[2] for r in table)
+
+
+def test_security_policy_names_the_latest_release_and_main():
+    """SECURITY.md's supported versions: the latest release's line (from
+    changelogs/changelog.yaml) and main, the next release (galaxy.yml)."""
+    releases = yaml.safe_load(read('changelogs', 'changelog.yaml')).get('releases') or {}
+    latest = max(releases, key=lambda v: tuple(int(p) for p in v.split('.')))
+    line = '.'.join(latest.split('.')[:2]) + '.x'
+    version = yaml.safe_load(read('galaxy.yml'))['version']
+    table = [r for r in read('SECURITY.md').splitlines() if r.startswith('| ')]
+    assert any(r.startswith('| %s, the latest release | yes' % line) for r in table), table
+    if version not in releases:
+        assert any(r.startswith('| `main` (the next release, %s) | yes' % version) for r in table), table
