@@ -173,7 +173,7 @@ def _in_both(name, chain_name, policy_in, policy_backend):
     both = 'iptables and nftables' if 'nftables' in policy_in else 'the iptables-legacy and the iptables-nft nat table'
     return {'severity': 'off-policy',
             'what': 'our policy is in both %s (%s): the node runs two policies' % (both, where),
-            'do': ('Keep one: run playbooks/site.yml --limit %s with ip_masq_backend set to the backend it belongs in '
+            'do': ('Keep one: run ansible-playbook -i INVENTORY ipmasq.agent.site --limit %s with ip_masq_backend set to the backend it belongs in '
                    '(iptables or nftables); the run removes ours from the other one.%s Or remove the other by hand: '
                    'nft delete table inet %s, or iptables -t nat -D POSTROUTING -j %s; iptables -t nat -F %s; '
                    'iptables -t nat -X %s (iptables-legacy for a legacy table, ip6tables for IPv6).'
@@ -228,7 +228,7 @@ def _host(name, found, groups=None, unreachable=None, on_unreachable='fail'):
             findings.append({'severity': 'off-policy',
                              'what': ('ip_masq_state is absent, but our policy still acts on traffic (%s)'
                                       % ', '.join(out['policy_in'])),
-                             'do': ('Run playbooks/site.yml --limit %s: state absent removes ours from every backend.'
+                             'do': ('Run ansible-playbook -i INVENTORY ipmasq.agent.site --limit %s: ip_masq_state absent removes ours from every backend.'
                                     % name)})
         if in_both:
             findings.append(_in_both(name, chain_name, out['policy_in'], None))
@@ -245,13 +245,13 @@ def _host(name, found, groups=None, unreachable=None, on_unreachable='fail'):
     drift_words = _drift_words(out['chain_drift'])
     if out['chain'] == 'missing':
         findings.append({'severity': 'off-policy', 'what': 'our chain is missing (%s)' % '; '.join(out['chain_actions']),
-                         'do': 'Apply it: ansible-playbook playbooks/site.yml --limit %s' % name})
+                         'do': 'Apply it: ansible-playbook -i INVENTORY ipmasq.agent.site --limit %s' % name})
     elif out['chain'] == 'drifted':
         findings.append({'severity': 'off-policy',
                          'what': 'our chain has drifted; a run would: %s%s' % (
                              '; '.join(out['chain_actions']),
                              ''.join('. %s' % w for w in drift_words)),
-                         'do': ('Run playbooks/site.yml --limit %s (or let the resync repair it). If it comes back, '
+                         'do': ('Run ansible-playbook -i INVENTORY ipmasq.agent.site --limit %s (or let the resync repair it). If it comes back, '
                                 'find what rewrites the nat table: journalctl -u ip-masq-agent.service lists each '
                                 'repair.' % name)})
     if in_both:
@@ -265,7 +265,7 @@ def _host(name, found, groups=None, unreachable=None, on_unreachable='fail'):
     if found.get('resync_enabled') and out['resync'] not in ('active', 'not checked'):
         findings.append({'severity': 'warning',
                          'what': 'the resync timer is %s' % out['resync'],
-                         'do': ('Run playbooks/site.yml --limit %s, or systemctl enable --now ip-masq-agent.timer '
+                         'do': ('Run ansible-playbook -i INVENTORY ipmasq.agent.site --limit %s, or systemctl enable --now ip-masq-agent.timer '
                                 'ip-masq-agent.path' % name) if out['resync'] != 'unknown'
                          else 'Check systemd on the host (systemctl is-active ip-masq-agent.timer).'})
     out['policy'] = 'off-policy' if any(f['severity'] == 'off-policy' for f in findings) else 'ok'

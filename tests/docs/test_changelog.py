@@ -44,14 +44,14 @@ def changelog(dest, top, *args):
     return proc
 
 
-def released(scratch, version=None):
+def released(scratch):
     """A copy of the scratch tree with `antsibull-changelog release` done (memoised),
-    as ``version`` when given, else as galaxy.yml says."""
+    as the version galaxy.yml says."""
     top, dest = scratch
     done = top / 'released' / 'ansible_collections' / 'ipmasq' / 'agent'
     if not done.exists():
         shutil.copytree(dest, done)
-        proc = changelog(done, top / 'released', 'release', *(['--version', version] if version else []))
+        proc = changelog(done, top / 'released', 'release')
         assert proc.returncode == 0, proc.stdout + proc.stderr
     return done
 
@@ -88,15 +88,49 @@ def next_version(version, names):
     return '%d.%d.%d' % (major, minor, patch + 1)
 
 
-def test_galaxy_version_has_its_section_in_the_changelog():
-    """galaxy.yml names the release the tree is: the version is raised when a
-    release is cut (docs/docsite/rst/releasing.rst), so the changelog always
-    has its section, and the tarball's release notes match its version."""
+def vkey(version):
+    return tuple(int(p) for p in version.split('.'))
+
+
+def test_galaxy_version_is_the_next_release_while_fragments_wait():
+    """main carries the next version from the commit after a release on
+    (docs/docsite/rst/releasing.rst): while fragments wait in
+    changelogs/fragments/, galaxy.yml's version is not released yet (so a
+    tarball built from main is never named as a release it is not), it is
+    above the last release, and high enough for what the fragments hold
+    (minor for new features, patch for fixes only)."""
     version = load(ROOT, 'galaxy.yml')['version']
     releases = load(ROOT, 'changelogs', 'changelog.yaml').get('releases') or {}
-    assert version in releases, 'galaxy.yml says %s, which changelogs/changelog.yaml has not released' % version
     with open(os.path.join(ROOT, 'CHANGELOG.rst')) as handle:
-        assert '\nv%s\n' % version in handle.read(), 'CHANGELOG.rst has no section v%s' % version
+        in_rst = '\nv%s\n' % version in handle.read()
+    names = fragments()
+    if not names:
+        pytest.skip('no fragment waits: galaxy.yml may name the release just cut')
+    assert version not in releases and not in_rst, (
+        'galaxy.yml says %s, which is released already (changelogs/changelog.yaml, CHANGELOG.rst), while %d '
+        'fragments wait: raise it to the next release (docs/docsite/rst/releasing.rst)' % (version, len(names)))
+    if releases:
+        last = max(releases, key=vkey)
+        assert vkey(version) > vkey(last), 'galaxy.yml says %s, not above the last release %s' % (version, last)
+        assert vkey(version) >= vkey(next_version(last, names)), (
+            'galaxy.yml says %s, but the waiting fragments make the next release at least %s'
+            % (version, next_version(last, names)))
+
+
+def test_docs_name_the_tarball_of_this_version():
+    """Where the README and the guides name the tarball or image of this build
+    (``ipmasq-agent-X.Y.Z.tar.gz``, ``ipmasq-ee:X.Y.Z``), it is galaxy.yml's
+    version, the name ``ansible-galaxy collection build`` gives it."""
+    version = load(ROOT, 'galaxy.yml')['version']
+    docs = os.path.join(ROOT, 'docs', 'docsite', 'rst')
+    paths = [os.path.join(ROOT, 'README.md')] + [os.path.join(docs, n) for n in sorted(os.listdir(docs))]
+    wrong = []
+    for path in paths:
+        with open(path) as handle:
+            for found in re.findall(r'ipmasq-(?:agent-(\d+\.\d+\.\d+)\.tar\.gz|ee:(\d+\.\d+\.\d+))', handle.read()):
+                if version not in found:
+                    wrong.append('%s: %s' % (os.path.relpath(path, ROOT), ''.join(found)))
+    assert not wrong, 'these name another version than galaxy.yml (%s): %s' % (version, ', '.join(wrong))
 
 
 def test_the_changelog_names_only_files_that_exist():
@@ -119,14 +153,12 @@ def test_the_changelog_names_only_files_that_exist():
 
 def test_a_release_now_would_hold_every_fragment(scratch):
     """A release made now (in a scratch copy) holds every fragment, under the
-    version galaxy.yml will say then: the next one after a release."""
+    version galaxy.yml says: the next release."""
     version = load(ROOT, 'galaxy.yml')['version']
     names = fragments()
-    if version in (load(ROOT, 'changelogs', 'changelog.yaml').get('releases') or {}):
-        if not names:
-            pytest.skip('%s is released and no fragment waits for the next release' % version)
-        version = next_version(version, names)
-    done = released(scratch, version)
+    if not names:
+        pytest.skip('no fragment waits for the next release')
+    done = released(scratch)
     data = load(str(done), 'changelogs', 'changelog.yaml')
     assert version in data['releases']
     release = data['releases'][version]

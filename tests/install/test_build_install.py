@@ -30,7 +30,7 @@ FQCN = 'ipmasq.agent'
 # installed collection), the example inventory and site play, the changelog,
 # the licence and the execution environment's metadata.
 SHIPPED = [
-    'MANIFEST.json', 'FILES.json', 'README.md', 'LICENSE', 'CHANGELOG.rst',
+    'MANIFEST.json', 'FILES.json', 'README.md', 'LICENSE', 'CHANGELOG.rst', 'SECURITY.md', 'CONTRIBUTING.md',
     'changelogs/changelog.yaml',
     'meta/runtime.yml', 'meta/execution-environment.yml', 'meta/ee-requirements.txt',
     'docs/docsite/extra-docs.yml', 'docs/docsite/links.yml', 'docs/docsite/rst/*.rst',

@@ -45,7 +45,7 @@ def test_missing_or_drifted_chain_is_off_policy_with_what_to_do(ch, state):
     report = snat_report({'a': host(ch=ch)})
     found = report['hosts']['a']
     assert found['chain'] == state and found['policy'] == 'off-policy'
-    assert ch['actions'][0] in found['findings'][0]['what'] and 'site.yml --limit a' in found['findings'][0]['do']
+    assert ch['actions'][0] in found['findings'][0]['what'] and 'ansible-playbook -i INVENTORY ipmasq.agent.site --limit a' in found['findings'][0]['do']
 
 
 def test_another_snat_source_is_named_with_its_owner_and_hint():
@@ -78,7 +78,7 @@ def test_a_host_with_state_absent_is_not_checked_but_ours_left_there_is_named():
     (finding,) = report['hosts']['b']['findings']
     assert report['off_policy_hosts'] == ['b']
     assert finding['what'] == 'ip_masq_state is absent, but our policy still acts on traffic (iptables-nft)'
-    assert 'site.yml --limit b' in finding['do']
+    assert 'ansible-playbook -i INVENTORY ipmasq.agent.site --limit b' in finding['do']
 
 
 def test_sums_per_group_and_for_the_fleet():
@@ -140,7 +140,8 @@ def test_ours_in_both_backends_is_off_policy_with_what_to_do():
     assert finding['severity'] == 'off-policy'
     assert finding['what'] == ('our policy is in both iptables and nftables (iptables-nft, nftables): '
                                'the node runs two policies')
-    assert 'site.yml --limit a with ip_masq_backend' in finding['do'] and 'The settings put it in nftables.' in finding['do']
+    assert 'ansible-playbook -i INVENTORY ipmasq.agent.site --limit a with ip_masq_backend' in finding['do']
+    assert 'The settings put it in nftables.' in finding['do']
     assert 'nft delete table inet ip-masq-agent' in finding['do'] and 'iptables -t nat -X IP-MASQ-AGENT' in finding['do']
     assert report['groups']['cluster_a']['in_both_backends'] == 1 and report['totals']['in_both_backends'] == 1
 
