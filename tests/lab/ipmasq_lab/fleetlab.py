@@ -49,7 +49,7 @@ PYTHON = '/usr/bin/python3'
 EXAMPLE = os.path.join(netlab.ROOT, 'inventories', 'example')
 PLAYBOOKS = os.path.join(netlab.ROOT, 'playbooks')
 
-# What users configure (README, "Running over SSH"): Ansible's own ssh_args
+# What users configure (README, "Running it against a fleet"): Ansible's own ssh_args
 # (compression, ControlMaster=auto, ControlPersist=60s) and pipelining on.
 CONTROL_PERSIST = '60s'
 # A fresh host's root holds the systemd marker alone (the role's "runs systemd"
@@ -201,7 +201,7 @@ class Host:
         # session that writes it is open; the session is then picked up
         # mid-stream as a new outbound flow, and with random_fully: true its
         # source port is rewritten, which cuts the run's own connection (see
-        # the README, "Running over SSH").
+        # the README, "Running it against a fleet").
         self.ns.exec(['nft', '-f', '-'], input=CONNTRACK_ON)
         key = os.path.join(self.dir, 'ssh_host_ed25519_key')
         netlab.run([SSH_KEYGEN, '-q', '-t', 'ed25519', '-N', '', '-C', self.name, '-f', key])
