@@ -1,0 +1,163 @@
+"""All or nothing where a run fails half-way (issue 26): the resync code is
+installed as a unit, a failed daemon-reload names its part and what the run
+changed, "Nothing was changed" is said only when nothing was, and the
+sandbox play removes its namespace and temporary folder when it is
+interrupted.
+
+The faults are real: a read-only bind mount and a full tmpfs, each in a
+mount namespace the test makes (``unshare --mount``: they never reach this
+machine's mounts), a systemctl that fails, SIGINT and SIGTERM sent to
+ansible-playbook."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.testing import patch_module_args
+
+from ipmasq_lab import netlab
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.runner import make_run
+from ansible_collections.ipmasq.agent.plugins.modules import ip_masq_node
+
+COLLECTIONS = os.path.join(netlab.ROOT, 'build', 'collections')
+
+# Run in a mount namespace of its own: argv[1] is JSON (the mount namespace
+# it was started from, the mount commands, the code), the code prints JSON.
+BOOT = r'''
+import json, os, subprocess, sys
+given = json.loads(sys.argv[1])
+st = os.stat('/proc/self/ns/mnt')
+if '%d:%d' % (st.st_dev, st.st_ino) == given['from']:
+    sys.exit('not in a mount namespace of its own: nothing mounted')
+for argv in given['mounts']:
+    subprocess.run(argv, check=True)
+sys.path[:0] = given['path']
+exec(given['code'])
+'''
+
+
+def in_own_mounts(mounts, code, timeout=120):
+    """Run python ``code`` after ``mounts`` (argv lists), in a mount namespace
+    of its own that ends with it; returns what it printed, as JSON."""
+    st = os.stat('/proc/self/ns/mnt')
+    given = {'from': '%d:%d' % (st.st_dev, st.st_ino), 'mounts': mounts, 'code': code, 'path': [COLLECTIONS]}
+    proc = subprocess.run(['unshare', '--mount', '--propagation', 'private', sys.executable, '-c', BOOT,
+                           json.dumps(given)], capture_output=True, text=True, timeout=timeout, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def tree(top):
+    """Every path below ``top`` (directories too), with the bytes of each file."""
+    out = {}
+    for base, dirs, files in os.walk(top):
+        for name in dirs:
+            out[os.path.relpath(os.path.join(base, name), top) + '/'] = None
+        for name in files:
+            with open(os.path.join(base, name), 'rb') as handle:
+                out[os.path.relpath(os.path.join(base, name), top)] = handle.read()
+    return out
+
+
+def module():
+    with patch_module_args({}):
+        return AnsibleModule(argument_spec={}, supports_check_mode=True)
+
+
+# --------------------------------------------------------------------------
+# node_files: "Nothing was changed" only when nothing was
+# --------------------------------------------------------------------------
+
+NODE_FILES = r'''
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._files import node_files
+with patch_module_args({}):
+    module = AnsibleModule(argument_spec={})
+try:
+    out = {'result': node_files.manage(given['params'], False, False, None, None, module)}
+except MasqError as e:
+    out = {'msg': e.msg, 'details': e.details}
+print(json.dumps(out))
+'''
+
+
+def test_a_read_only_unit_directory_leaves_no_directory_behind(tmp_path):
+    """The role's files with a read-only unit directory: the config file's and
+    tmpfiles.d's directories, which the run made, are removed again."""
+    units = tmp_path / 'etc' / 'systemd' / 'system'
+    units.mkdir(parents=True)
+    config = tmp_path / 'etc' / 'ip-masq-agent' / 'config'
+    tmpfiles = tmp_path / 'etc' / 'tmpfiles.d' / 'ip-masq-agent.conf'
+    service = units / 'ip-masq-agent.service'
+    before = tree(str(tmp_path))
+    params = {'files': [{'path': str(config), 'content': 'nonMasqueradeCIDRs: []\n'},
+                        {'path': str(tmpfiles), 'content': 'f /run/ipmasq-agent.lock 0600 root root -\n'},
+                        {'path': str(service), 'content': '[Service]\n'}], 'mode': '0644'}
+    got = in_own_mounts([['mount', '--bind', str(units), str(units)],
+                         ['mount', '-o', 'remount,bind,ro', str(units)]], 'given = ' + repr({'params': params})
+                        + '\n' + NODE_FILES)
+    assert 'result' not in got, got
+    assert got['msg'].startswith('%s: cannot be written (' % service), got['msg']
+    assert 'Read-only file system' in got['msg'] and got['msg'].endswith('Nothing was changed.'), got['msg']
+    assert not got['details'].get('changed')
+    assert tree(str(tmp_path)) == before, 'the directories the run made were left behind'
+
+
+def test_a_directory_that_cannot_be_removed_again_is_named(tmp_path):
+    """The run cannot take back a directory it made (something appeared in
+    it): the message names it and does not say "Nothing was changed"."""
+    from ansible_collections.ipmasq.agent.plugins.module_utils._files import node_files
+    made = tmp_path / 'etc' / 'ip-masq-agent'
+    config = made / 'config'
+    blocked = tmp_path / 'units' / 'ip-masq-agent.service'
+    blocked.parent.mkdir()
+    mod = module()
+    real_move = mod.atomic_move
+
+    def move(src, dest, *args, **kwargs):
+        if dest == str(blocked):
+            (made / 'someone-elses').write_text('x\n')
+            raise OSError(30, 'Read-only file system')
+        return real_move(src, dest, *args, **kwargs)
+    mod.atomic_move = move
+    params = {'files': [{'path': str(config), 'content': 'a\n'}, {'path': str(blocked), 'content': 'b\n'}]}
+    with pytest.raises(MasqError) as failure:
+        node_files.manage(params, False, False, None, None, mod)
+    msg = failure.value.msg
+    assert 'Nothing was changed' not in msg and failure.value.details['changed'] is True, msg
+    assert 'could not be removed again: %s (' % made in msg, msg
+    assert sorted(os.listdir(str(made))) == ['someone-elses']
+
+
+# --------------------------------------------------------------------------
+# ip_masq_node: a failed daemon-reload is a failed part
+# --------------------------------------------------------------------------
+
+def test_a_failed_daemon_reload_names_its_part_and_what_the_run_changed(tmp_path):
+    systemctl = tmp_path / 'bin' / 'systemctl'
+    systemctl.parent.mkdir()
+    systemctl.write_text('#!/bin/sh\necho "Failed to reload daemon: Access denied" >&2\nexit 1\n')
+    systemctl.chmod(0o755)
+    service = tmp_path / 'units' / 'ip-masq-agent.service'
+    mod = module()
+    mod.params = {'files': {'files': [{'path': str(service), 'content': '[Service]\n'}], 'mode': '0644'},
+                  'resync_code': None, 'daemon_reload_for': [str(service)], 'chain': None, 'units': [],
+                  'daemons': None, 'audit': None}
+
+    def find(name):
+        return str(systemctl) if name == 'systemctl' else None
+    with pytest.raises(MasqError) as failure:
+        ip_masq_node.node_step(mod, make_run(), find)
+    err = failure.value
+    assert err.msg == ('systemctl daemon-reload failed (rc=1): Failed to reload daemon: Access denied '
+                       '(This run changed, before it failed: files.)'), err.msg
+    assert err.details['failed_part'] == 'daemon_reload' and err.details['changed'] is True
+    assert err.details['files']['changed_paths'] == [str(service)] and err.details['rc'] == 1
+    assert service.read_text() == '[Service]\n'
