@@ -277,3 +277,56 @@ def test_a_resync_running_during_the_switch_goes_on_with_its_own_version(tmp_pat
     started = subprocess.run([sys.executable, '-S', '-B', '-c', code], input='go\n', capture_output=True, text=True,
                              env=env, timeout=60, check=True)
     assert started.stdout.split() == ['in', '2']
+
+
+# --------------------------------------------------------------------------
+# the sandbox play: its namespace and folder go when it is interrupted
+# --------------------------------------------------------------------------
+
+def namespaces():
+    out = subprocess.run(['ip', 'netns', 'list'], capture_output=True, text=True, check=True).stdout
+    return {line.split()[0] for line in out.splitlines() if line.strip()}
+
+
+def ours(tmp):
+    """The sandbox's temporary folders in ``tmp`` (Ansible's own are there too)."""
+    return [name for name in os.listdir(str(tmp)) if name.startswith('ipmasq-sandbox.')]
+
+
+def until(what, seconds):
+    """Poll ``what()`` every 0.1 s until it is true, at most ``seconds``; its last value."""
+    end = time.monotonic() + seconds
+    while True:
+        value = what()
+        if value or time.monotonic() > end:
+            return value
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize('signum', [signal.SIGINT, signal.SIGTERM], ids=['SIGINT', 'SIGTERM'])
+def test_the_sandbox_play_interrupted_removes_its_namespace_and_folder(tmp_path, signum):
+    tmp = tmp_path / 'tmp'
+    tmp.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp), ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_LOCALHOST_WARNING='false',
+               ANSIBLE_INVENTORY_UNPARSED_WARNING='false')
+    play = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'), 'ipmasq.agent.sandbox'],
+                            env=env, cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    ns = None
+    try:
+        # The play's folder, then its namespace (named after the folder).
+        folder = until(lambda: ours(tmp), 120)
+        assert folder, 'the play made no temporary folder'
+        ns = 'ipmasq-sandbox-' + ''.join(c for c in folder[0] if c.isalnum()).lower()
+        assert until(lambda: ns in namespaces(), 60), 'the play made no namespace %s' % ns
+        play.send_signal(signum)
+        out, _err = play.communicate(timeout=120)
+    finally:
+        if play.poll() is None:
+            play.kill()
+            play.communicate(timeout=30)
+    assert play.returncode != 0 and 'PLAY RECAP' not in out, 'the play was not interrupted:\n' + out
+    gone = until(lambda: ns not in namespaces() and ours(tmp) == [], 30)
+    left = ns in namespaces()
+    if left:
+        subprocess.run(['ip', 'netns', 'del', ns], check=False)
+    assert gone, 'left behind: %s, folder %s' % ('namespace %s' % ns if left else 'no namespace', ours(tmp))
