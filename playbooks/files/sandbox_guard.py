@@ -118,8 +118,9 @@ def guard(owner, report):
     for fd in (0, 1, 2):
         os.dup2(null, fd)
     os.closerange(3, 65536)
-    signal.signal(signal.SIGTERM, lambda *_args: (clean_up(folder, ns), os._exit(0)))
-    while os.path.isdir(folder) and not _ended(owner, POLL):
+    ended = []
+    signal.signal(signal.SIGTERM, lambda *_args: ended.append(True))
+    while not ended and os.path.isdir(folder) and not _ended(owner, POLL):
         pass
     clean_up(folder, ns)
     os._exit(0)
