@@ -303,7 +303,7 @@ def until(what, seconds):
         time.sleep(0.1)
 
 
-@pytest.mark.parametrize('signum', [signal.SIGINT, signal.SIGTERM], ids=['SIGINT', 'SIGTERM'])
+@pytest.mark.parametrize('signum', [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=['SIGINT', 'SIGTERM', 'SIGKILL'])
 def test_the_sandbox_play_interrupted_removes_its_namespace_and_folder(tmp_path, signum):
     tmp = tmp_path / 'tmp'
     tmp.mkdir()
