@@ -9,23 +9,41 @@
 The files come from wherever the running code was imported from: the
 ``resync_code`` module's own payload on a node (so the copy is always the
 code this very collection version runs, and no list of files is kept
-anywhere), or the source tree (benchmarks, tests).  Only files that differ
-are written; files of an older version that are gone from the package are
-removed; the result is byte-compiled for the Python the service runs.
+anywhere), or the source tree (benchmarks, tests).
+
+The code is installed as a unit.  Below ``<path>/ansible_collections/ipmasq/
+agent/plugins/module_utils/``, ``_core`` is a symlink to a version directory
+``_core.versions/<id>`` (never importable: its name has a dot).  A change
+writes a new version directory whole, byte-compiles it, and only then
+renames a new symlink over ``_core``: one rename(2), so the resync sees the
+old code or the new, never a mix.  ``_core/__init__.py`` pins the package's
+path to the version directory it resolved at import, so a resync that is
+running during the switch goes on with its own version; the version before
+the new one is therefore kept, older ones are removed.  A failure before the
+switch removes the new directory (and the directories the run made): the
+code in place is left exactly as it was.  The flat layout of earlier releases
+(``_core`` a directory) is switched the same way, with renameat2's
+RENAME_EXCHANGE where the kernel has it.
 
 Standard library only: this file runs on managed nodes.
 """
 
+import errno
+import hashlib
 import os
 import pkgutil
 import shutil
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import atomic_write
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import (
+    FILE_ERRORS, Failed, Step, dir_steps, not_removed, reason, run as run_steps,
+)
 
 PACKAGE = 'ansible_collections.ipmasq.agent.plugins.module_utils._core'
 RELATIVE = PACKAGE.replace('.', os.sep)
 TOP = 'ansible_collections'
+VERSIONS = '.versions'      # beside the link: _core.versions/<id>
+_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, 'O_NOFOLLOW', 0) | getattr(os, 'O_CLOEXEC', 0)
 
 
 def package_sources():
@@ -47,7 +65,22 @@ def package_sources():
 
 
 def package_dir(path):
+    """The package's path below ``path`` (the symlink the resync imports through)."""
     return os.path.join(path, RELATIVE)
+
+
+def versions_dir(path):
+    return package_dir(path) + VERSIONS
+
+
+def current(path):
+    """The directory holding the code in place (the link's target, or the
+    flat layout's directory), or None; and whether it is the flat layout."""
+    link = package_dir(path)
+    if os.path.islink(link):
+        target = os.path.join(os.path.dirname(link), os.readlink(link))
+        return (target if os.path.isdir(target) else None), False
+    return (link if os.path.isdir(link) else None), os.path.isdir(link)
 
 
 def _read(path):
@@ -59,53 +92,195 @@ def _read(path):
 
 
 def plan(path, sources):
-    """``(write, remove)``: the file names to write and the stale ones to remove."""
-    target = package_dir(path)
-    write = sorted(name for name, data in sources.items() if _read(os.path.join(target, name)) != data)
-    present = os.listdir(target) if os.path.isdir(target) else []
+    """``(write, remove)``: the file names that differ from the code in place
+    (all of them where it is missing or in the flat layout) and the stale
+    ones it has."""
+    target, flat = current(path)
+    if target is None or flat:
+        write = sorted(sources)
+    else:
+        write = sorted(name for name, data in sources.items() if _read(os.path.join(target, name)) != data)
+    present = os.listdir(target) if target else []
     remove = sorted(n for n in present if n.endswith('.py') and n not in sources)
     return write, remove
 
 
+def _version_id(sources):
+    digest = hashlib.sha256()
+    for name in sorted(sources):
+        digest.update(name.encode('utf-8') + b'\0' + sources[name] + b'\0')
+    return '%s-%s' % (digest.hexdigest()[:12], ''.join('%02x' % b for b in bytearray(os.urandom(3))))
+
+
+def _write_file(path, data):
+    """``data`` in the new file ``path`` (0644), on disk before it returns."""
+    fd = os.open(path, _WRITE_FLAGS, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+        os.fchmod(fd, 0o644)
+    finally:
+        os.close(fd)
+
+
+def _sync_dir(directory):
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _build(directory, sources, run, python):
+    """The new version directory, whole and byte-compiled; on failure it is removed."""
+    os.mkdir(directory, 0o755)
+    try:
+        os.chmod(directory, 0o755)
+        for name in sorted(sources):
+            _write_file(os.path.join(directory, name), sources[name])
+        rc, out, err = run([python, '-m', 'compileall', '-q', directory])
+        if rc != 0:
+            raise MasqError('%s could not byte-compile it (rc=%d): %s' % (python, rc, (err or out).strip()),
+                            rc=rc, stdout=out, stderr=err)
+        _sync_dir(directory)
+    except BaseException:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
+
+
+def _exchange(one, other):
+    """Swap ``one`` and ``other`` in one step (renameat2 RENAME_EXCHANGE);
+    False where this kernel, C library or file system cannot."""
+    try:
+        import ctypes  # pylint: disable=import-outside-toplevel
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (ImportError, OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(one), at_fdcwd, os.fsencode(other), rename_exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), other)
+
+
+class _Switch(Step):
+    """``_core`` made a link to the new version directory: one rename of a
+    new link over the old one.  ``aside``: the flat layout's directory,
+    moved away by the switch (removed afterwards)."""
+
+    def __init__(self, link, version):
+        Step.__init__(self, link, ['switch to %s' % os.path.basename(version)], self.switch)
+        self.link, self.version, self.aside = link, version, None
+
+    def switch(self):
+        base = os.path.dirname(self.link)
+        new = '%s.switch-%s' % (self.link, ''.join('%02x' % b for b in bytearray(os.urandom(4))))
+        os.symlink(os.path.relpath(self.version, base), new)
+        try:
+            if os.path.islink(self.link) or not os.path.lexists(self.link):
+                os.rename(new, self.link)
+            elif _exchange(new, self.link):
+                self.aside = new                     # the flat directory, now under the link's temporary name
+            else:
+                # No RENAME_EXCHANGE: two renames (a moment without _core), put back on failure.
+                aside = new + '.flat'
+                os.rename(self.link, aside)
+                try:
+                    os.rename(new, self.link)
+                except BaseException:
+                    os.rename(aside, self.link)
+                    raise
+                self.aside = aside
+        except BaseException:
+            if os.path.islink(new):
+                os.unlink(new)
+            raise
+        _sync_dir(base)
+
+
 def install(path, sources, run, python, check_mode=False):
-    """Bring ``<path>/ansible_collections/.../_core`` to ``sources`` and
-    byte-compile it with ``python``.  Returns ``(written, removed)``."""
-    target = package_dir(path)
+    """Bring ``<path>/ansible_collections/.../_core`` to ``sources``,
+    byte-compiled with ``python``, as a unit.  Returns ``(written, removed)``
+    (:func:`plan`); raises MasqError with the code in place as it was, or,
+    after the switch, with ``changed``."""
     write, remove = plan(path, sources)
     if check_mode or not (write or remove):
         return write, remove
+    link, versions = package_dir(path), versions_dir(path)
+    before, _flat = current(path)
+    version = os.path.join(versions, _version_id(sources))
+    switch = _Switch(link, version)
+    steps = dir_steps(_above(path) + _dirs(path)[:-1] + [versions], 0o755)
+    steps += [Step(version, ['write and byte-compile'], lambda: _build(version, sources, run, python),
+                   lambda: shutil.rmtree(version)), switch]
     try:
-        for name in write:
-            atomic_write(os.path.join(target, name), sources[name], 0o644)
-        for name in remove:
-            os.unlink(os.path.join(target, name))
-        cache = os.path.join(target, '__pycache__')
-        if remove and os.path.isdir(cache):
-            shutil.rmtree(cache)
-    except (IOError, OSError) as e:
-        raise MasqError('cannot install the resync code in %s: %s.' % (target, e.strerror or e))
-    for directory in _dirs(path):
-        os.chmod(directory, 0o755)
-    rc, out, err = run([python, '-m', 'compileall', '-q', target])
-    if rc != 0:
-        raise MasqError('%s could not byte-compile %s (rc=%d): %s' % (python, target, rc, (err or out).strip()),
-                        rc=rc, stdout=out, stderr=err)
+        run_steps(steps, FILE_ERRORS)
+    except Failed as f:
+        left = not_removed(f.broken)
+        raise MasqError('cannot install the resync code in %s: %s. %s' % (
+            link, reason(f.error).rstrip('.'),
+            left.strip() if left else 'The code in place is as it was: nothing was changed.'),
+            **dict(getattr(f.error, 'details', None) or {}, changed=bool(f.broken)))
+    _sweep(versions, [version, before], switch.aside, link)
     return write, remove
 
 
+def _sweep(versions, keep, aside, link):
+    """After the switch: remove the version directories other than the new
+    one and the one before it (a resync running during the switch uses it),
+    and the flat layout's directory."""
+    doomed = [os.path.join(versions, n) for n in os.listdir(versions)
+              if os.path.join(versions, n) not in keep]
+    if aside:
+        doomed.append(aside)
+    failed = []
+    for path in doomed:
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+        except OSError as e:
+            failed.append('%s (%s)' % (path, e.strerror or e))
+    if failed:
+        raise MasqError('the resync code in %s is installed, but earlier code could not be removed: %s.'
+                        % (link, '; '.join(failed)), changed=True)
+
+
+def _above(path):
+    """The missing directories above ``path``, outermost first."""
+    missing = []
+    parent = os.path.dirname(os.path.normpath(path))
+    while parent and not os.path.isdir(parent) and parent != os.path.dirname(parent):
+        missing.insert(0, parent)
+        parent = os.path.dirname(parent)
+    return missing
+
+
 def _dirs(path):
-    """The directories from ``path`` down to the package directory."""
+    """The directories from ``path`` down to the package (its link)."""
     out = [path]
-    current = path
+    current_dir = path
     for part in RELATIVE.split(os.sep):
-        current = os.path.join(current, part)
-        out.append(current)
+        current_dir = os.path.join(current_dir, part)
+        out.append(current_dir)
     return out
 
 
 def uninstall(path, check_mode=False):
-    """Remove our tree below ``path``, and ``path`` and its parents of ours
-    when they are left empty.  Returns whether anything was there."""
+    """Remove our tree below ``path`` (every version, the link), and ``path``
+    and its parents of ours when they are left empty.  Returns whether
+    anything was there."""
     top = os.path.join(path, TOP, 'ipmasq', 'agent')
     present = os.path.isdir(top)
     if check_mode:

@@ -370,10 +370,12 @@ def node_step(module, run, find):
         result['daemon_reloaded'] = True
         systemctl = find('systemctl')
         if not check and systemctl:
-            rc, out, err = run([systemctl, 'daemon-reload'])
-            if rc != 0:
-                raise MasqError('systemctl daemon-reload failed (rc=%d): %s' % (rc, (err or out).strip()),
-                                rc=rc, stdout=out, stderr=err, changed=True, **{n: result[n] for n in done})
+            def reload():
+                rc, out, err = run([systemctl, 'daemon-reload'])
+                if rc != 0:
+                    raise MasqError('systemctl daemon-reload failed (rc=%d): %s' % (rc, (err or out).strip()),
+                                    rc=rc, stdout=out, stderr=err)
+            part('daemon_reload', reload)
     result['tools'] = {'iptables': bool(find('iptables-restore')), 'nft': bool(find('nft'))}
     if chain is not None:
         backend = chain.get('backend') or 'auto'

@@ -14,8 +14,15 @@ description:
     P(ipmasq.agent.ip_masq#role) role runs, below O(path) (as
     C(<path>/ansible_collections/ipmasq/agent/plugins/module_utils/_core/)), byte-compiled for O(python).
   - The files are the ones this module itself carries, so the node runs exactly the code of the collection
-    version that installed it; no list of files is kept anywhere. Only files that differ are written, files
-    left by an older version are removed, and the package is byte-compiled only when something changed.
+    version that installed it; no list of files is kept anywhere. Nothing is written when the installed code is
+    the same.
+  - The code is installed as a unit. C(_core) is a symlink to a version directory beside it
+    (C(_core.versions/<id>/)). A change writes the new version directory whole and byte-compiles it, then
+    renames a new symlink over C(_core) in one step, so the service sees the old code or the new one, never a
+    mix; a resync that runs during the switch goes on with the code it started with (the version before is
+    kept for it, older ones are removed). A failure (a full disk, for example) removes what the run wrote and
+    leaves the installed code exactly as it was. The flat C(_core) directory that earlier releases installed
+    is replaced the same way.
   - Standard library only on the node.
 extends_documentation_fragment:
   - ipmasq.agent.attributes
@@ -61,13 +68,14 @@ path:
   type: str
   sample: /usr/local/lib/ipmasq-agent/ansible_collections/ipmasq/agent/plugins/module_utils/_core
 written:
-  description: Files written (or that would be).
+  description: Files whose content changed (or would change); every file when the code was missing or in the
+    flat layout of earlier releases.
   returned: always
   type: list
   elements: str
   sample: [policy.py, sync.py]
 removed:
-  description: Files of an older version removed (or that would be).
+  description: Files of the installed version that the new one no longer has (or would not have).
   returned: always
   type: list
   elements: str

@@ -39,6 +39,7 @@ SHIPPED = [
     'roles/ip_masq/README.md', 'roles/ip_masq/*/*.yml', 'roles/ip_masq/templates/*.j2',
     'roles/ip_masq/files/*',
     'playbooks/site.yml', 'playbooks/audit.yml', 'playbooks/sandbox.yml', 'playbooks/templates/*.j2',
+    'playbooks/files/sandbox_guard.py',
     'plugins/doc_fragments/*.py',
     'inventories/example/hosts.yml', 'inventories/example/group_vars/*.yml',
     'inventories/example/host_vars/*.yml',

@@ -19,12 +19,15 @@ Two kinds of step use it:
   what was applied, undone and kept;
 - files (``_daemons/files.py``'s commit, ``_files/node_files.py``): a
   :class:`FileStep` moves a staged file into place and puts the earlier
-  content back.  :func:`left_edited` is the one report of a file that could
+  content back; a :class:`DirStep` makes a directory a file needs and
+  removes it again (``_files/node_files.py``, ``_resync_code.py``).  :func:`left_edited` is the one report of a file that could
   not be put back: the run fails with ``changed``, each such file named with
   a copy of its earlier content and the command that restores it.
 
 Standard library only: this file runs on managed nodes.
 """
+
+import os
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import remove_quietly
@@ -81,6 +84,21 @@ def run(steps, errors=(MasqError,)):
             continue
         raise _unwind(failure, step, done, errors)
     return done
+
+
+def undo(done, errors=FILE_ERRORS):
+    """Undo the steps ``done`` (as :func:`run` returned them), newest first;
+    returns ``[(step, error)]`` of those whose undo failed (or that have none)."""
+    broken = []
+    for step in reversed(done):
+        if step.undo is None:
+            broken.append((step, None))
+            continue
+        try:
+            step.undo()
+        except errors as e:
+            broken.append((step, e))
+    return broken
 
 
 def _unwind(error, step, done, errors):
@@ -254,3 +272,42 @@ def left_edited(failed, verb, head, lead=None, also=()):
     details.update(left_edited=left, restore=restore)
     return MasqError('%s. %s.%s' % (head, '. '.join(hints), ' Put back as they were: %s.' % ', '.join(back) if back else ''),
                      **details)
+
+
+class DirStep(Step):
+    """One directory a run makes (``path``, with ``mode``, and owner ``uid``
+    and ``gid`` when given): ``write`` makes it, ``undo`` removes it again
+    (``rmdir``: what the run put in it was taken back first, newest first).
+    ``what``: the path it is made for, for messages."""
+
+    def __init__(self, path, mode, uid=None, gid=None, what=None):
+        Step.__init__(self, path, ['create directory'], self.make, self.remove)
+        self.path, self.mode, self.uid, self.gid = path, mode, uid, gid
+        self.what = what or path
+
+    def make(self):
+        os.mkdir(self.path, self.mode)
+        try:
+            os.chmod(self.path, self.mode)     # not narrowed by the umask
+            if self.uid is not None or self.gid is not None:
+                os.chown(self.path, -1 if self.uid is None else self.uid, -1 if self.gid is None else self.gid)
+        except BaseException:
+            os.rmdir(self.path)
+            raise
+
+    def remove(self):
+        os.rmdir(self.path)
+
+
+def dir_steps(directories, mode, uid=None, gid=None, what=None):
+    """A :class:`DirStep` for each of ``directories`` (outermost first) that does not exist yet."""
+    return [DirStep(d, mode, uid, gid, what) for d in directories if not os.path.isdir(d)]
+
+
+def not_removed(broken):
+    """The sentence about directories (or other steps) a failed run could not
+    take back (``undo``'s result), or '' when every one was."""
+    if not broken:
+        return ''
+    return ' Left behind, could not be removed again: %s.' % '; '.join(
+        '%s (%s)' % (step.label, reason(error) if error is not None else 'no undo') for step, error in broken)

@@ -31,7 +31,8 @@ from ansible.module_utils.common.text.converters import to_bytes, to_native, to_
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import atomic_write, remove_quietly, write_temp
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import (
-    Failed, FileStep, left_edited, reason, replace_all, stage_all,
+    FILE_ERRORS, Failed, FileStep, dir_steps, left_edited, not_removed, reason, replace_all, stage_all, undo,
+    run as run_steps,
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._files.inode_flags import flag_words
 from ansible_collections.ipmasq.agent.plugins.module_utils._files.orphans import remove_orphans
@@ -197,16 +198,6 @@ def plan(entries, absent, query, defaults, directory_mode):
     return out, queried
 
 
-def _make_parents(item):
-    for directory in item['parents']:
-        if os.path.isdir(directory):     # made for an earlier entry of this run
-            continue
-        os.mkdir(directory, item['dir_mode'])
-        os.chmod(directory, item['dir_mode'])     # not narrowed by the umask
-        if item['uid'] is not None or item['gid'] is not None:
-            os.chown(directory, -1 if item['uid'] is None else item['uid'], -1 if item['gid'] is None else item['gid'])
-
-
 def _stage(item, content):
     """``content`` in a temporary file beside the item's path, with the mode and
     owner it is to have (asked for, else the present file's, else 0644)."""
@@ -245,7 +236,6 @@ class _Write(FileStep):
         self.writer, self.item = writer, item
 
     def stage(self):
-        _make_parents(self.item)
         self.tmp = _stage(self.item, self.item['content'])
 
     def place(self):
@@ -303,15 +293,46 @@ def clean_orphans(items, check_mode):
             if why is None]
 
 
+def _dirs(writes):
+    """The directories the files of ``writes`` need, made before anything is
+    staged (``transaction.DirStep``): a failed run removes them again."""
+    steps, seen = [], set()
+    for write in writes:
+        item = write.item
+        for step in dir_steps([d for d in item['parents'] if d not in seen], item['dir_mode'], item['uid'],
+                              item['gid'], what=item['path']):
+            seen.add(step.path)
+            steps.append(step)
+    return steps
+
+
+NOTHING = ' Nothing was changed.'
+
+
+def _ending(broken):
+    """The end of a failure's message and its details: "Nothing was changed"
+    only when every directory this run made was removed again."""
+    if broken:
+        return not_removed(broken), {'changed': True}
+    return NOTHING, {}
+
+
 def apply(module, items):
     """Write every file (all or nothing: ``transaction.py``), then set attributes, then remove."""
     writer = Writer(module)
     writes = [_Write(writer, i) for i in items if i['changed'] and i['state'] == 'present' and i['write']]
     _check_flags(items)
     try:
+        made = run_steps(_dirs(writes), FILE_ERRORS)
+    except Failed as f:
+        end, details = _ending(f.broken)
+        raise MasqError('%s: cannot be written (cannot create the directory %s: %s).%s'
+                        % (f.step.what, f.step.path, reason(f.error).rstrip('.'), end), **details)
+    try:
         stage_all(writes)
     except Failed as f:
-        raise MasqError('%s: cannot be written (%s). Nothing was changed.' % (f.step.path, reason(f.error)))
+        end, details = _ending(undo(made))
+        raise MasqError('%s: cannot be written (%s).%s' % (f.step.path, reason(f.error), end), **details)
     try:
         replace_all(writes)
     except Failed as f:
@@ -319,9 +340,10 @@ def apply(module, items):
         if f.broken:
             raise left_edited(f, 'written', '%s: cannot be written (%s)' % (f.step.path, why.rstrip('.')),
                               also=('changed_paths',))
-        raise MasqError('%s: cannot be written (%s).%s Nothing was changed.'
+        end, details = _ending(undo(made))
+        raise MasqError('%s: cannot be written (%s).%s%s'
                         % (f.step.path, why, ' The files written before it (%s) were put back.'
-                           % ', '.join(s.path for s in f.done) if f.done else ''))
+                           % ', '.join(s.path for s in f.done) if f.done else '', end), **details)
     changed = [w.path for w in writes]
     written = set(changed)
     for current in items:
@@ -331,7 +353,6 @@ def apply(module, items):
             if current['state'] == 'absent':
                 _remove(current)
             else:
-                _make_parents(current)
                 _attributes(current)
         except (IOError, OSError) as e:
             raise MasqError('%s: %s failed: %s' % (current['path'], ', '.join(current['actions']), to_native(e)),

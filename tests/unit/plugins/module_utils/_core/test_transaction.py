@@ -1,11 +1,14 @@
 """The one transaction (transaction.py): steps written in order, the written
 ones undone newest first on a failure, and the two reports built from it
-(rules: applied/undone/kept; files: left edited with a restore command)."""
+(rules: applied/undone/kept; files: left edited with a restore command),
+and the directories a run makes (DirStep), removed again by undo."""
+import os
+
 import pytest
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import (
-    Failed, FileStep, Plan, Step, left_edited, replace_all, run,
+    DirStep, Failed, FileStep, Plan, Step, dir_steps, left_edited, not_removed, replace_all, run, undo,
 )
 
 
@@ -106,3 +109,22 @@ def test_a_file_without_a_copy_points_at_the_diff():
     assert err.msg == ('/c: cannot be written (x). /a was left written: putting it back failed (Read-only file '
                        'system), and no copy of its earlier content could be written (No space left on device); its '
                        'earlier content is the "before" of this task\'s diff.')
+
+
+def test_directories_a_run_made_are_removed_again_newest_first(tmp_path):
+    top = tmp_path / 'a'
+    steps = dir_steps([str(top), str(top / 'b'), str(tmp_path)], 0o750)
+    assert [s.path for s in steps] == [str(top), str(top / 'b')]      # tmp_path exists: no step
+    done = run(steps)
+    assert oct(os.stat(str(top / 'b')).st_mode & 0o777) == '0o750'
+    assert undo(done) == [] and os.listdir(str(tmp_path)) == []
+
+
+def test_a_directory_that_is_not_empty_is_named_by_undo(tmp_path):
+    done = run([DirStep(str(tmp_path / 'a'), 0o755)])
+    (tmp_path / 'a' / 'f').write_text('x')
+    broken = undo(done)
+    assert [step.path for step, _e in broken] == [str(tmp_path / 'a')]
+    assert not_removed(broken) == ' Left behind, could not be removed again: %s (Directory not empty).' % (
+        tmp_path / 'a')
+    assert not_removed([]) == ''

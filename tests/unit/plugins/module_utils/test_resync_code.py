@@ -1,0 +1,65 @@
+"""The resync code's installer (_resync_code.py) on a temporary directory:
+check mode writes nothing, a failed byte-compile leaves the code in place
+as it was (nothing staged left), and absent removes every version."""
+import os
+import sys
+
+import pytest
+
+from ansible_collections.ipmasq.agent.plugins.module_utils import _resync_code
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.runner import make_run
+
+
+def listing(top):
+    out = {}
+    for base, dirs, files in os.walk(top):
+        for name in dirs:
+            out[os.path.relpath(os.path.join(base, name), top)] = 'link' if os.path.islink(
+                os.path.join(base, name)) else 'dir'
+        for name in files:
+            with open(os.path.join(base, name), 'rb') as handle:
+                out[os.path.relpath(os.path.join(base, name), top)] = handle.read()
+    return out
+
+
+@pytest.fixture
+def sources():
+    return _resync_code.package_sources()
+
+
+def test_check_mode_writes_nothing(tmp_path, sources):
+    lib = str(tmp_path / 'lib')
+    written, removed = _resync_code.install(lib, sources, make_run(), sys.executable, check_mode=True)
+    assert written == sorted(sources) and removed == []
+    assert os.listdir(str(tmp_path)) == []
+
+
+def test_a_failed_byte_compile_leaves_the_installed_code_as_it_was(tmp_path, sources):
+    lib = str(tmp_path / 'lib')
+    assert _resync_code.install(lib, sources, make_run(), sys.executable)[0] == sorted(sources)
+    before = listing(lib)
+    changed = dict(sources, **{'sync.py': sources['sync.py'] + b'# changed\n'})
+    with pytest.raises(MasqError) as failure:
+        _resync_code.install(lib, changed, make_run(), '/bin/false')
+    assert failure.value.msg.startswith('cannot install the resync code in %s: /bin/false could not byte-compile it '
+                                        '(rc=1)' % _resync_code.package_dir(lib)), failure.value.msg
+    assert failure.value.msg.endswith('The code in place is as it was: nothing was changed.')
+    assert failure.value.details['changed'] is False
+    assert listing(lib) == before
+
+
+def test_a_failed_first_install_leaves_no_directory(tmp_path, sources):
+    lib = str(tmp_path / 'usr' / 'local' / 'lib')
+    with pytest.raises(MasqError):
+        _resync_code.install(lib, sources, make_run(), '/bin/false')
+    assert os.listdir(str(tmp_path)) == []
+
+
+def test_absent_removes_every_version_and_the_link(tmp_path, sources):
+    lib = str(tmp_path / 'lib')
+    _resync_code.install(lib, sources, make_run(), sys.executable)
+    _resync_code.install(lib, dict(sources, **{'x.py': b'\n'}), make_run(), sys.executable)
+    assert len(os.listdir(_resync_code.versions_dir(lib))) == 2
+    assert _resync_code.uninstall(lib) is True
+    assert os.listdir(str(tmp_path)) == []
