@@ -199,28 +199,26 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-# The resync and everything it imports travel in this module's payload: that
-# is the code the resync_code part installs.
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import resync  # noqa: F401 pylint: disable=unused-import
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import argument_spec as daemon_spec
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.docker import DOCKER_OPTIONS, docker_sync
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.flannel import FLANNEL_OPTIONS, flannel_sync
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.kubelet import KUBELET_OPTIONS, kubelet_sync
-from ansible_collections.ipmasq.agent.plugins.module_utils._files import node_files
-from ansible_collections.ipmasq.agent.plugins.module_utils._files.writer import Writer
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import module_spec
 from ansible_collections.ipmasq.agent.plugins.module_utils._masq_chain import checked, enforce
 from ansible_collections.ipmasq.agent.plugins.module_utils._module import run_module
-from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import install, package_dir, package_sources
-from ansible_collections.ipmasq.agent.plugins.module_utils._audit import offender_lines
-from ansible_collections.ipmasq.agent.plugins.module_utils._snat_sources import SPEC as SNAT_SOURCES_SPEC, inspect
-from ansible_collections.ipmasq.agent.plugins.module_utils._audit.allow import parse_allow
+from ansible_collections.ipmasq.agent.plugins.module_utils._snat_sources import SPEC as SNAT_SOURCES_SPEC
+# Imported where a part needs them (each import costs every run; most runs
+# need few parts): the files part (_files), the resync code part
+# (_resync_code, and the resync with everything it imports, which travels in
+# this module's payload: that is the code the part installs), the daemons
+# part (_daemons) and the audit (_audit, _snat_sources' inspect).
 
 # The tools each backend choice needs (any one of them for auto).
 NEEDS = {'iptables': ('iptables-restore',), 'nftables': ('nft',), 'auto': ('iptables-restore', 'nft')}
-# The daemons part, in the role's order: each daemon's own module code (its sync function and options).
-DAEMONS = (('flannel', FLANNEL_OPTIONS, flannel_sync), ('docker', DOCKER_OPTIONS, docker_sync),
-           ('kubelet', KUBELET_OPTIONS, kubelet_sync))
+def daemons():
+    """The daemons part, in the role's order: each daemon's own module code (its sync function and options)."""
+    # pylint: disable=import-outside-toplevel
+    from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.docker import DOCKER_OPTIONS, docker_sync
+    from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.flannel import FLANNEL_OPTIONS, flannel_sync
+    from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.kubelet import KUBELET_OPTIONS, kubelet_sync
+    return (('flannel', FLANNEL_OPTIONS, flannel_sync), ('docker', DOCKER_OPTIONS, docker_sync),
+            ('kubelet', KUBELET_OPTIONS, kubelet_sync))
 
 
 def split_by_table(before, after):
@@ -242,6 +240,9 @@ def split_by_table(before, after):
 
 
 def code_part(params, check_mode, run):
+    # pylint: disable=import-outside-toplevel
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core import resync  # noqa: F401 pylint: disable=unused-import
+    from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import install, package_dir, package_sources
     path = params['path']
     written, removed = install(path, package_sources(), run, params.get('python') or '/usr/bin/python3',
                                check_mode=check_mode)
@@ -271,6 +272,7 @@ def audit_params(given):
     result = ArgumentSpecValidator(SNAT_SOURCES_SPEC).validate(dict(given))
     if result.error_messages:
         raise MasqError('audit: %s. Nothing was changed.' % '; '.join(result.error_messages), failed_part='audit')
+    from ansible_collections.ipmasq.agent.plugins.module_utils._audit.allow import parse_allow  # pylint: disable=import-outside-toplevel
     try:
         parse_allow(result.validated_parameters['allow'])
     except MasqError as e:
@@ -285,7 +287,8 @@ def _nothing_changed(msg):
 
 def daemon_params(name, options, given):
     """``given`` checked against the daemon module's argument spec, with its defaults."""
-    checked = ArgumentSpecValidator(daemon_spec(**options)).validate(dict(given))
+    from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import argument_spec  # pylint: disable=import-outside-toplevel
+    checked = ArgumentSpecValidator(argument_spec(**options)).validate(dict(given))
     if checked.error_messages:
         raise MasqError('daemons.%s: %s' % (name, '; '.join(checked.error_messages)))
     return checked.validated_parameters
@@ -295,7 +298,8 @@ def daemons_part(params, run, find, module):
     """What each daemon's module would do, in check mode (it reads, writes
     nothing, removes no rule, restarts nothing): ``{name: {...}}``."""
     out = {}
-    for name, options, sync in DAEMONS:
+    from ansible_collections.ipmasq.agent.plugins.module_utils._files.writer import Writer  # pylint: disable=import-outside-toplevel
+    for name, options, sync in daemons():
         given = params.get(name)
         if given is None:
             continue
@@ -355,6 +359,7 @@ def node_step(module, run, find):
     chain = chain_params(p['chain']) if p['chain'] is not None else None
     audit = audit_params(p['audit']) if p['audit'] is not None else None
     if p['files'] is not None:
+        from ansible_collections.ipmasq.agent.plugins.module_utils._files import node_files  # pylint: disable=import-outside-toplevel
         files = part('files', lambda: node_files.manage(p['files'], check, diff, run, find, module))
         result['diff'].extend(files.pop('diff', None) or [])
         result['files'] = files
@@ -398,6 +403,9 @@ def node_step(module, run, find):
             for found in result['daemons'].values():
                 result['warnings'].extend(found['warnings'])
     if p['audit'] is not None and not result['packages_needed'] and not result['daemons_needed']:
+        # pylint: disable=import-outside-toplevel
+        from ansible_collections.ipmasq.agent.plugins.module_utils._audit import offender_lines
+        from ansible_collections.ipmasq.agent.plugins.module_utils._snat_sources import inspect
         audited = part('audit', lambda: inspect(audit, check, diff, run, find))
         result['problems'] = [] if audited['only_ours'] else offender_lines(audited)
         result['audit'] = audited

@@ -4,7 +4,7 @@ expressions as extra vars, ``-e name=value`` strings on the command line),
 each on a namespace of its own: the node gets the policy the controller
 checked (its rules are those of the checked policy), the resync, reading the
 config file the role wrote, finds nothing to repair, and a second run changes
-nothing. tests/unit/test_role_forms.py holds the same property in-process
+nothing. tests/unit/test_role_forms_one_policy.py holds the same property in-process
 for many more examples."""
 from hypothesis import HealthCheck, given, settings
 

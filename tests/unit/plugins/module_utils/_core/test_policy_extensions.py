@@ -380,8 +380,8 @@ def test_render_config_writes_the_extension_keys_only_when_set():
     settings, _warnings = config.parse_config('nonMasqueradeCIDRs: [10.0.0.0/8]\nsnatTo: [203.0.113.7]\n'
                                               'snatToRequireLocal: true\noutInterfaces: []\n')
     assert config.render_config(settings, compact=True) == (
-        '{"nonMasqueradeCIDRs":["10.0.0.0/8"],"masqLinkLocal":false,"masqLinkLocalIPv6":false,"cidrLimit":64,'
-        '"resyncInterval":"1m0s","snatTo":["203.0.113.7"]}')
+        '{"nonMasqueradeCIDRs":["10.0.0.0/8"],"masqLinkLocal":false,"masqLinkLocalIPv6":false,'
+        '"resyncInterval":"1m0s","cidrLimit":64,"snatTo":["203.0.113.7"]}')
     settings, _warnings = config.parse_config('snatToRequireLocal: false\nsourceCIDRs: 10.244.0.0/16\n')
     out = config.render_config(settings)
     assert '"snatToRequireLocal": false' in out and '"sourceCIDRs": [\n    "10.244.0.0/16"\n  ]' in out
