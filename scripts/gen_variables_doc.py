@@ -107,8 +107,8 @@ def main(out):
             if option is not None and option.module and option.name != 'state':
                 out.write(':Module option: ``%s`` of ``ipmasq.agent.masq_chain``\n' % option.name)
             if option is not None and option.key:
-                out.write(':Config file key: ``%s``%s\n' % (option.key, ' (an extension of ipmasq.agent)'
-                                                             if option.extension else ''))
+                extension = ' (an extension of ipmasq.agent)' if option.extension else ''
+                out.write(':Config file key: ``%s``%s\n' % (option.key, extension))
             if option is not None and option.flag:
                 out.write(':Upstream flag: ``%s``\n' % option.flag)
             out.write('\n')

@@ -30,7 +30,10 @@ cd "$here"
 . scripts/apt.sh
 . scripts/podman-conf.sh
 
-all_scenarios=(default resync nftables docker flannel traffic ipv6 removal example upgrade)
+all_scenarios=(default resync nftables docker flannel traffic ipv6 removal example upgrade upgrade-1.0.0)
+# upgrade-1.0.0: the upgrade scenario again, from the release before the last
+# one (IMQ_PREVIOUS_REF; the scenario's own default is the last release).
+declare -A previous_refs=([upgrade-1.0.0]=36609b2)
 work="$here/build/molecule"
 venv="$here/build/molecule-venv"
 label=io.ipmasq.molecule
@@ -45,7 +48,7 @@ for arg in "$@"; do
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) echo "molecule.sh: unknown option $arg" >&2; exit 2 ;;
     *)
-      if [ ! -f "extensions/molecule/$arg/molecule.yml" ]; then
+      if [ ! -f "extensions/molecule/${arg%%-[0-9]*}/molecule.yml" ]; then
         echo "molecule.sh: no scenario $arg (have: ${all_scenarios[*]})" >&2
         exit 2
       fi
@@ -252,7 +255,9 @@ for s in "${scenarios[@]}"; do
   start=$SECONDS
   # In the background and waited for: bash runs a trap only between commands,
   # and `wait` is one that a signal interrupts.
-  setsid nsenter --net="/run/netns/$ns" -- molecule test --scenario-name "$s" &
+  ref=${previous_refs[$s]:-}
+  setsid nsenter --net="/run/netns/$ns" -- env ${ref:+IMQ_PREVIOUS_REF=$ref} \
+    molecule test --scenario-name "${s%%-[0-9]*}" &
   child=$!
   rc=0
   wait "$child" || rc=$?
@@ -265,7 +270,7 @@ for s in "${scenarios[@]}"; do
     podman_cleanup
   fi
   took=$((SECONDS - start))
-  results+=("$(printf '%-10s %s %4d s' "$s" "$status" "$took")")
+  results+=("$(printf '%-13s %s %4d s' "$s" "$status" "$took")")
   log "scenario $s: $status in $took s"
 done
 

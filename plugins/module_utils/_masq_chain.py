@@ -15,6 +15,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.backends import
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import DEFAULTS, POLICY_OPTIONS
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy, validate_chain_name
 
+
 def checked(params):
     """``(options, policy)``: the options with DEFAULTS for those left out,
     and the Policy they make (None for ``state: absent``, whose chain name

@@ -211,6 +211,8 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._snat_sources import 
 
 # The tools each backend choice needs (any one of them for auto).
 NEEDS = {'iptables': ('iptables-restore',), 'nftables': ('nft',), 'auto': ('iptables-restore', 'nft')}
+
+
 def daemons():
     """The daemons part, in the role's order: each daemon's own module code (its sync function and options)."""
     # pylint: disable=import-outside-toplevel

@@ -98,8 +98,6 @@ def role_spec(role_path=ROLE_PATH):
     return _SPECS[path]
 
 
-
-
 # How the one-line type messages name what a variable must be.
 _WANT = {'str': 'a string', 'path': 'a path (a string)', 'bool': 'true or false', 'int': 'a whole number',
          'list': 'a list', 'dict': 'a mapping', 'raw': 'a value'}

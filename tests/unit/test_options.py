@@ -81,10 +81,10 @@ def test_what_is_derived_is_the_table_s():
     assert module_spec()['ipv6'] == {'type': 'bool', 'default': False}
     assert module_spec()['nonmasquerade_cidrs'] == {'type': 'list', 'elements': 'str'}
     assert config.CONFIG_FIELDS == tuple((o.key, o.name) for o in OPTIONS if o.key and not o.extension)
-    assert [k for k, _ in config.CONFIG_FIELDS] == ['nonMasqueradeCIDRs', 'masqLinkLocal', 'masqLinkLocalIPv6',
-                                                     'resyncInterval', 'cidrLimit']
-    assert [k for k, _ in config.EXTENSION_FIELDS] == ['exceptionCIDRs', 'masqueradeCIDRs', 'snatTo',
-                                                        'snatToRequireLocal', 'sourceCIDRs', 'outInterfaces']
+    assert [key for key, _name in config.CONFIG_FIELDS] == [
+        'nonMasqueradeCIDRs', 'masqLinkLocal', 'masqLinkLocalIPv6', 'resyncInterval', 'cidrLimit']
+    assert [key for key, _name in config.EXTENSION_FIELDS] == [
+        'exceptionCIDRs', 'masqueradeCIDRs', 'snatTo', 'snatToRequireLocal', 'sourceCIDRs', 'outInterfaces']
     assert options.DEFAULTS['chain'] == 'IP-MASQ-AGENT' and options.DEFAULTS['cidr_limit'] == 64
     # Every module option of the table is masq_chain's and the node's chain part's.
     assert set(options.POLICY_OPTIONS) | {'backend', 'adopt_chain', 'state'} == set(module_spec())

@@ -33,6 +33,7 @@ with open(os.path.join(ROLE, 'templates', 'ip-masq-agent.service.j2'), encoding=
     SERVICE = _f.read()
 TEMPLAR = Templar(loader=DataLoader())
 
+
 def fingerprint(policy):
     return {'chain': policy.chain, 'jump_position': policy.jump_position, 'ipv6': policy.ipv6,
             'rule_format': policy.rule_format, 'require_local': policy.snat_to_require_local,
