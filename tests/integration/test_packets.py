@@ -191,7 +191,7 @@ def test_a_renamed_chain_decides_alone(tools, backend):
     table) no longer decides: a CIDR newly added to the list keeps its
     source address, IPv4 and IPv6; and the same when renamed back."""
     narrow = dict(backend=backend, ipv6=True, nonmasquerade_cidrs=['192.168.0.0/16'])
-    wide = dict(narrow, nonmasquerade_cidrs=['192.168.0.0/16', '10.0.0.0/8', 'fd00::/8'])
+    wide = dict(backend=backend, ipv6=True, nonmasquerade_cidrs=['192.168.0.0/16', '10.0.0.0/8', 'fd00::/8'])
     masqueraded = dict(DEFAULT_MASQ4, **{'cluster-local': NODE_CL4, 'external6': NODE_EXT6, 'cluster-local6': NODE_CL6})
     kept = dict(DEFAULT_MASQ4, **{'external6': NODE_EXT6, 'cluster-local6': POD6})
     with _topology(tools, ipv6=True) as topo:

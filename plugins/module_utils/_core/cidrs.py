@@ -276,8 +276,9 @@ def guard_nonmasq_cidrs(cidrs, allow_catch_all=False, keep_duplicates=False, nam
             if merge(intervals[family]) == [(0, (1 << BITS[family]) - 1)]:
                 # The entries that are not inside another one: those that make up the catch-all.
                 outer, reach = [], -1
-                for _first, last, i in sorted(((f, l, i) for (f, l), i in zip(intervals[family], where[family])),
-                                             key=lambda e: (e[0], -e[1])):
+                spans = sorted(((f, l, i) for (f, l), i in zip(intervals[family], where[family])),
+                               key=lambda e: (e[0], -e[1]))
+                for _first, last, i in spans:
                     if last > reach:
                         outer.append(i)
                         reach = last
