@@ -156,9 +156,8 @@ class Nftables(Backend):
         st.plan = remove_others(plan_present(st.table, policy, adopt), st.others)
         if not st.plan.changed:
             return []
-        # The undo deletes what this run wrote; our tables under other names it deleted stay deleted.
-        undo = (lambda: self.nft.load(delete_commands(st.name))) if st.plan.desired is not None else None
-        return [self._step(st.plan, undo=undo)]
+        # The undo (a switch) deletes the table written; our tables under other names stay deleted.
+        return [self._step(st.plan, undo=lambda: self.nft.load(delete_commands(st.name)))]
 
     def plan_absent(self, reading, adopt, strict, undo):
         """``undo`` is not supported: a deleted table is not put back (it goes last in a switch)."""
