@@ -259,7 +259,7 @@ def test_renamed_chain_leftover_is_an_ip_masq_agent_offender_with_removal_hint()
     res = run_ipt(text, chain='MY-MASQ')
     stale = [s for s in res['sources'] if s['chain'] == CHAIN]
     assert stale and all(s['owner'] == 'ip-masq-agent' and not s['ours'] and not s['allowed'] for s in stale)
-    assert 'state=absent chain=IP-MASQ-AGENT' in stale[0]['hint']
+    assert 'the next run of ipmasq.agent.masq_chain removes IP-MASQ-AGENT' in stale[0]['hint']
     assert [s['ours'] for s in res['sources'] if s['chain'] == 'MY-MASQ'] == [True]
 
 
