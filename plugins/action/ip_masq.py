@@ -138,7 +138,7 @@ class ActionModule(ActionBase):
         typed = dict((name, value) for name, value in args['values'].items() if name.startswith('ip_masq_'))
         if validate_only:
             result.update(changed=False, facts=facts, masq_chain=args['masq_chain'], config=config, settings=typed,
-                          ansible_facts=dict(facts))
+                          timer=args['timer'], ansible_facts=dict(facts))
             return result
 
         internal = dict((name, values[name]) for name in ('__ip_masq_xtables_lock', '__ip_masq_writers_lock',
@@ -188,7 +188,8 @@ class ActionModule(ActionBase):
                 node['units'] = list(STARTED_UNITS)
         if present and selected('chain', run_tags, skip_tags):
             node['chain'] = args['masq_chain']
-            node['allow_catch_all'] = values['ip_masq_allow_catch_all']
+            if values['ip_masq_allow_catch_all']:
+                node['allow_catch_all'] = True
         # flannel's, Docker's and kubelet's settings read with their modules'
         # code in check mode, with the options flannel.yml, docker.yml and
         # kubelet.yml give them: other_snat.yml runs only where one of them

@@ -70,11 +70,11 @@ options:
       - The options of P(ipmasq.agent.masq_chain#module), or null to leave the policy alone.
       - Typed with masq_chain's own argument spec and checked before any part writes anything. Its CIDR lists are
         refused as the role's controller refuses them (an entry that is not a CIDR in the form the role writes, a zone
-        index, a duplicate unless O(chain.rule_format=upstream), and a O(chain.nonmasquerade_cidrs) that covers all of
+        index, a duplicate unless C(rule_format=upstream), and a C(nonmasquerade_cidrs) that covers all of
         IPv4 or IPv6 unless O(allow_catch_all)).
     type: dict
   allow_catch_all:
-    description: Whether O(chain.nonmasquerade_cidrs) may cover all of IPv4 or IPv6 (the role's C(ip_masq_allow_catch_all)).
+    description: Whether C(nonmasquerade_cidrs) of O(chain) may cover all of IPv4 or IPv6 (the role's C(ip_masq_allow_catch_all)).
     type: bool
     default: false
     version_added: 1.2.0

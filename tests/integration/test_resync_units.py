@@ -105,7 +105,7 @@ def parsed_service(dump):
 
 def test_units_render_and_pass_systemd_analyze_verify(tmp_path):
     units = render(tmp_path, ip_masq_enable_ipv6=True, ip_masq_to_ports=['1024-29999', '32768-65535'],
-                   ip_masq_jump_position='first', ip_masq_resync_interval='1m30s')
+                   ip_masq_jump_position='first', ip_masq_resync_interval='1m30s', __ip_masq_resync_timer='90s')
     service = units['ip-masq-agent.service']
     assert 'Type=oneshot' in service
     for line in ('NoNewPrivileges=yes', 'CapabilityBoundingSet=CAP_NET_ADMIN CAP_NET_RAW', 'ProtectSystem=strict',
