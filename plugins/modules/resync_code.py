@@ -62,6 +62,12 @@ EXAMPLES = r'''
 '''
 
 RETURN = r'''
+msg:
+  description: How many files of the resync code were written or removed, or C(no change); in check mode C(would write ...).
+  returned: always
+  type: str
+  sample: 'resync code in /usr/local/lib/ip-masq-agent/ansible_collections/ipmasq/agent/plugins/module_utils/_core: 41 files written'
+  version_added: 1.2.0
 path:
   description: The package directory.
   returned: always
@@ -88,6 +94,7 @@ from ansible.module_utils.basic import AnsibleModule
 # is the code installed.
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import resync  # noqa: F401 pylint: disable=unused-import
 from ansible_collections.ipmasq.agent.plugins.module_utils._module import run_module
+from ansible_collections.ipmasq.agent.plugins.module_utils._msg import code_msg
 from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import (
     install,
     package_dir,
@@ -105,6 +112,7 @@ def manage(module, run, _find):
     else:
         written, removed = install(p['path'], package_sources(), run, p['python'], check_mode=module.check_mode)
         result.update(changed=bool(written or removed), written=written, removed=removed)
+    result['msg'] = code_msg(result, module.check_mode)
     result['diff'] = {'before_header': result['path'], 'after_header': result['path'], 'before': '',
                       'after': ''.join('write %s\n' % n for n in result['written'])
                       + ''.join('remove %s\n' % n for n in result['removed'])}
