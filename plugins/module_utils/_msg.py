@@ -87,10 +87,13 @@ def files_msg(result, check_mode):
 
 
 def code_msg(result, check_mode):
-    """resync_code: ``resync code in PATH: 3 files written, 1 removed`` or ``no change``."""
+    """resync_code: ``resync code in PATH: 3 files written, 1 file removed``, ``removed`` (the
+    whole tree, state absent) or ``no change``."""
     written, removed = result.get('written') or [], result.get('removed') or []
     if not (written or removed):
         return 'resync code in %s: no change' % result.get('path')
+    if removed == [result.get('path')]:
+        return 'resync code in %s: %s' % (result.get('path'), 'would be removed' if check_mode else 'removed')
     parts = []
     if written:
         parts.append(_did(check_mode, _plural(len(written), 'file'), 'written', 'write'))

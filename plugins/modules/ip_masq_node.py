@@ -252,16 +252,11 @@ def split_by_table(before, after):
 def code_part(params, check_mode, run):
     # pylint: disable=import-outside-toplevel
     from ansible_collections.ipmasq.agent.plugins.module_utils._core import resync  # noqa: F401 pylint: disable=unused-import
-    from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import install, package_dir, package_sources
-    from ansible_collections.ipmasq.agent.plugins.module_utils._msg import code_msg
+    from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import install, outcome, package_sources
     path = params['path']
     written, removed = install(path, package_sources(), run, params.get('python') or '/usr/bin/python3',
                                check_mode=check_mode)
-    result = {'changed': bool(written or removed), 'path': package_dir(path), 'written': written, 'removed': removed}
-    result['msg'] = code_msg(result, check_mode)
-    diff = {'before_header': result['path'], 'after_header': result['path'], 'before': '',
-            'after': ''.join('write %s\n' % n for n in written) + ''.join('remove %s\n' % n for n in removed)}
-    return result, diff
+    return outcome(path, written, removed, check_mode)
 
 
 def chain_params(given):

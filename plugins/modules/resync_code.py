@@ -94,9 +94,9 @@ from ansible.module_utils.basic import AnsibleModule
 # is the code installed.
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import resync  # noqa: F401 pylint: disable=unused-import
 from ansible_collections.ipmasq.agent.plugins.module_utils._module import run_module
-from ansible_collections.ipmasq.agent.plugins.module_utils._msg import code_msg
 from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import (
     install,
+    outcome,
     package_dir,
     package_sources,
     uninstall,
@@ -105,17 +105,11 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import (
 
 def manage(module, run, _find):
     p = module.params
-    result = {'changed': False, 'path': package_dir(p['path']), 'written': [], 'removed': []}
     if p['state'] == 'absent':
-        if uninstall(p['path'], check_mode=module.check_mode):
-            result.update(changed=True, removed=[result['path']])
+        written, removed = [], [package_dir(p['path'])] if uninstall(p['path'], check_mode=module.check_mode) else []
     else:
         written, removed = install(p['path'], package_sources(), run, p['python'], check_mode=module.check_mode)
-        result.update(changed=bool(written or removed), written=written, removed=removed)
-    result['msg'] = code_msg(result, module.check_mode)
-    result['diff'] = {'before_header': result['path'], 'after_header': result['path'], 'before': '',
-                      'after': ''.join('write %s\n' % n for n in result['written'])
-                      + ''.join('remove %s\n' % n for n in result['removed'])}
+    result, result['diff'] = outcome(p['path'], written, removed, module.check_mode)
     return result
 
 
