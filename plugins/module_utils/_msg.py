@@ -145,5 +145,5 @@ def role_msg(node, steps, check_mode):
     """The ip_masq action: what the node run changed (or would) and the role's steps that follow."""
     text = node.get('msg') or 'no change'
     if steps:
-        text += '; %s: %s' % ('the role would then run' if check_mode else 'next', ', '.join(steps))
+        text += '; %s: %s' % ('the role would then run' if check_mode else 'the role then runs', ', '.join(steps))
     return text
