@@ -109,8 +109,8 @@ def manage(module, run, _find):
         written, removed = [], [package_dir(p['path'])] if uninstall(p['path'], check_mode=module.check_mode) else []
     else:
         written, removed = install(p['path'], package_sources(), run, p['python'], check_mode=module.check_mode)
-    result, result['diff'] = outcome(p['path'], written, removed, module.check_mode)
-    return result
+    result, diff = outcome(p['path'], written, removed, module.check_mode)
+    return dict(result, diff=diff)
 
 
 def main():

@@ -127,10 +127,10 @@ def offender_lines(result, advice='module', check_mode=False):
         lines.append('our policy is in both iptables (chain %s) and nftables (table inet %s): %s'
                      % (result['chain'], result['chain'].lower(), fix['both']))
     elif len(_ours_in(result['sources'])) > 1:
+        chain = result['chain']
         lines.append('our chain %s is in both the iptables-legacy and the iptables-nft nat table, and packets pass '
                      'both: %s (or remove it yourself: iptables-legacy -t nat -D POSTROUTING -j %s; iptables-legacy '
-                     '-t nat -F %s; iptables-legacy -t nat -X %s).' % ((result['chain'], fix['flavours'])
-                                                                        + (result['chain'],) * 3))
+                     '-t nat -F %s; iptables-legacy -t nat -X %s).' % (chain, fix['flavours'], chain, chain, chain))
     lines.extend(n for n in result.get('notes') or [] if LEGACY_NOTE in n)
     for s in result['offenders']:
         lines.append('[%s %s %s: %s] %s: %s -- %s'
