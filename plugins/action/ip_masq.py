@@ -189,6 +189,7 @@ class ActionModule(ActionBase):
                 node['units'] = list(STARTED_UNITS)
         if present and selected('chain', run_tags, skip_tags):
             node['chain'] = args['masq_chain']
+            node['allow_catch_all'] = values['ip_masq_allow_catch_all']
         # flannel's, Docker's and kubelet's settings read with their modules'
         # code in check mode, with the options flannel.yml, docker.yml and
         # kubelet.yml give them: other_snat.yml runs only where one of them

@@ -11,7 +11,8 @@ Standard library only: this file runs on managed nodes.
 """
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._audit import audit, offender_lines
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit.node import audit
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit.report import offender_lines
 from ansible_collections.ipmasq.agent.plugins.module_utils._msg import audit_msg
 
 # The module's argument spec (snat_sources, and the role's audit part), and its defaults.

@@ -66,8 +66,18 @@ options:
     elements: path
     default: []
   chain:
-    description: The options of P(ipmasq.agent.masq_chain#module), or null to leave the policy alone.
+    description:
+      - The options of P(ipmasq.agent.masq_chain#module), or null to leave the policy alone.
+      - Typed with masq_chain's own argument spec and checked before any part writes anything. Its CIDR lists are
+        refused as the role's controller refuses them (an entry that is not a CIDR in the form the role writes, a zone
+        index, a duplicate unless O(chain.rule_format=upstream), and a O(chain.nonmasquerade_cidrs) that covers all of
+        IPv4 or IPv6 unless O(allow_catch_all)).
     type: dict
+  allow_catch_all:
+    description: Whether O(chain.nonmasquerade_cidrs) may cover all of IPv4 or IPv6 (the role's C(ip_masq_allow_catch_all)).
+    type: bool
+    default: false
+    version_added: 1.2.0
   units:
     description: systemd units whose state (enabled, active) is read after the policy is applied (RV(units)), or
       an empty list to read none.
@@ -205,6 +215,7 @@ problems:
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.cidrs import guard_nonmasq_cidrs
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import module_spec
 from ansible_collections.ipmasq.agent.plugins.module_utils._masq_chain import checked, enforce
@@ -259,15 +270,22 @@ def code_part(params, check_mode, run):
     return outcome(path, written, removed, check_mode)
 
 
-def chain_params(given):
+def chain_params(given, allow_catch_all=False):
     """The chain part's options typed by masq_chain's own spec (the options
-    table) and checked by the core as masq_chain checks them, before any
-    part of the run writes anything: a string never reaches a boolean."""
+    table) and checked by the core as masq_chain checks them, and its CIDR
+    lists as the role's controller checks them, before any part of the run
+    writes anything: a string never reaches a boolean."""
     result = ArgumentSpecValidator(module_spec()).validate(dict(given))
     if result.error_messages:
         raise MasqError('chain: %s. Nothing was changed.' % '; '.join(result.error_messages), failed_part='chain')
     params = result.validated_parameters
     try:
+        if params['state'] == 'present':
+            if params['nonmasquerade_cidrs'] is not None:
+                guard_nonmasq_cidrs(params['nonmasquerade_cidrs'], allow_catch_all=allow_catch_all,
+                                    keep_duplicates=params['rule_format'] == 'upstream')
+            for name in ('exception_cidrs', 'masquerade_cidrs', 'source_cidrs'):
+                guard_nonmasq_cidrs(params[name], allow_catch_all=True, name=name)
         checked(params)
     except MasqError as e:
         raise MasqError(_nothing_changed(e.msg), failed_part='chain') from None
@@ -364,7 +382,7 @@ def node_step(module, run, find):
             raise
 
     # Every option is typed and checked before anything is written.
-    chain = chain_params(p['chain']) if p['chain'] is not None else None
+    chain = chain_params(p['chain'], p['allow_catch_all']) if p['chain'] is not None else None
     audit = audit_params(p['audit']) if p['audit'] is not None else None
     if p['files'] is not None:
         from ansible_collections.ipmasq.agent.plugins.module_utils._files import node_files  # pylint: disable=import-outside-toplevel
@@ -412,7 +430,7 @@ def node_step(module, run, find):
                 result['warnings'].extend(found['warnings'])
     if p['audit'] is not None and not result['packages_needed'] and not result['daemons_needed']:
         # pylint: disable=import-outside-toplevel
-        from ansible_collections.ipmasq.agent.plugins.module_utils._audit import offender_lines
+        from ansible_collections.ipmasq.agent.plugins.module_utils._audit.report import offender_lines
         from ansible_collections.ipmasq.agent.plugins.module_utils._snat_sources import inspect
         # Check mode's advice says what this run would do where its policy step would write.
         would = check and bool((result['chain'] or {}).get('changed'))
@@ -435,6 +453,7 @@ def main():
             resync_code=dict(type='dict'),
             daemon_reload_for=dict(type='list', elements='path', default=[]),
             chain=dict(type='dict'),
+            allow_catch_all=dict(type='bool', default=False),
             units=dict(type='list', elements='str', default=[]),
             daemons=dict(type='dict', options=dict(
                 flannel=dict(type='dict'),

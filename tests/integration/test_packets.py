@@ -185,6 +185,26 @@ def test_jump_position_first_beats_an_earlier_foreign_rule(topo):
     assert topo.probe(V4) == NO_MASQ4
 
 
+@pytest.mark.parametrize('tools,backend', [('nft', 'iptables'), ('legacy', 'iptables'), ('nft', 'nftables')])
+def test_a_renamed_chain_decides_alone(tools, backend):
+    """Issue 26: after a run with another chain name, the old chain (or
+    table) no longer decides: a CIDR newly added to the list keeps its
+    source address, IPv4 and IPv6; and the same when renamed back."""
+    narrow = dict(backend=backend, ipv6=True, nonmasquerade_cidrs=['192.168.0.0/16'])
+    wide = dict(backend=backend, ipv6=True, nonmasquerade_cidrs=['192.168.0.0/16', '10.0.0.0/8', 'fd00::/8'])
+    masqueraded = dict(DEFAULT_MASQ4, **{'cluster-local': NODE_CL4, 'external6': NODE_EXT6, 'cluster-local6': NODE_CL6})
+    kept = dict(DEFAULT_MASQ4, **{'external6': NODE_EXT6, 'cluster-local6': POD6})
+    with _topology(tools, ipv6=True) as topo:
+        topo.masq(**narrow)
+        assert topo.probe() == masqueraded
+        topo.masq(chain='MY-MASQ', **wide)
+        assert topo.probe() == kept
+        topo.masq(**narrow)
+        assert topo.probe() == masqueraded
+        topo.masq(chain='MY-MASQ', state='absent')
+        assert topo.probe() == dict(NO_MASQ4, **{'external6': NO_REPLY, 'cluster-local6': POD6})
+
+
 def test_to_ports_picks_the_source_port(topo):
     topo.masq(to_ports=['40000-40009'])
     assert topo.probe(['external']) == {'external': NODE_EXT4}

@@ -213,3 +213,42 @@ def test_the_action_outside_the_role_validates_and_applies(nft_node, tmp_path):
     assert rc == 0, res.get('msg')
     assert policy_view.ours(nft_node.rules(4)) == policy_view.ipt_expect(['169.254.0.0/16', '10.244.0.0/16'])
     assert yaml.safe_load(config(values))['nonMasqueradeCIDRs'] == ['10.244.0.0/16']
+
+
+# -------------------------------------------------------------- the node module on its own
+
+NODE_PLAYBOOK = os.path.join(HERE, 'playbooks', 'node_chain.yml')
+
+
+@pytest.mark.parametrize('cidrs,allow,fragment', [
+    (['fd00::%eth0/8'], False, "'fd00::%eth0/8': an IPv6 zone index"),
+    (['0.0.0.0/0'], False, "'0.0.0.0/0' covers all of IPv4"),
+    (['10.0.0.0/8', '10.0.0.0/8'], False, "[1] '10.0.0.0/8': a duplicate of [0] '10.0.0.0/8'"),
+    (['0.0.0.0/1', '128.0.0.0/1', '10.0.0.0/8'], False, 'together cover all of IPv4'),
+], ids=['zone', 'catch-all', 'duplicates', 'catch-all-two'])
+def test_the_node_module_refuses_what_the_controller_refuses(nft_node, tmp_path, cidrs, allow, fragment):
+    """ipmasq.agent.ip_masq_node called directly with fd00::%eth0/8 (the zone was
+    dropped), 0.0.0.0/0 (nothing masqueraded) or duplicates (only a warning):
+    applied at 4af2eab; refused now, before its files part writes anything."""
+    written = str(tmp_path / 'etc' / 'agent-config')
+    node_args = {'files': {'files': [{'path': written, 'content': 'x\n'}]},
+                 'chain': {'nonmasquerade_cidrs': cidrs, 'ipv6': True}}
+    if allow:
+        node_args['allow_catch_all'] = True
+    rc, tasks = netlab.playbook(nft_node.ns, NODE_PLAYBOOK, extra_vars={'node_args': node_args},
+                                backend=nft_node.backend)
+    ((_name, res),) = [(n, r) for n, r in tasks if n == 'Node run']
+    assert rc != 0 and res.get('failed'), res
+    assert fragment in res['msg'] and res['msg'].rstrip().endswith('Nothing was changed.'), res['msg']
+    assert res.get('failed_part') == 'chain'
+    assert not os.path.exists(written)
+    assert policy_view.ours(nft_node.rules(4)) == [] and policy_view.ours(nft_node.rules(6)) == []
+
+
+def test_the_node_module_takes_a_catch_all_the_role_allowed(nft_node, tmp_path):
+    """ip_masq_allow_catch_all: true reaches the node as allow_catch_all."""
+    node_args = {'chain': {'nonmasquerade_cidrs': ['0.0.0.0/0']}, 'allow_catch_all': True}
+    rc, tasks = netlab.playbook(nft_node.ns, NODE_PLAYBOOK, extra_vars={'node_args': node_args},
+                                backend=nft_node.backend)
+    ((_name, res),) = [(n, r) for n, r in tasks if n == 'Node run']
+    assert rc == 0 and res['chain']['changed'] is True, res.get('msg')

@@ -47,8 +47,8 @@ def controller(values):
     return role_args(templated, 'h')
 
 
-def node_policy(masq_chain):
-    params = chain_params(json.loads(json.dumps(masq_chain)))     # the module arguments' trip
+def node_policy(masq_chain, allow_catch_all):
+    params = chain_params(json.loads(json.dumps(masq_chain)), allow_catch_all)     # the module arguments' trip
     return checked(params)[1]
 
 
@@ -80,7 +80,7 @@ def test_the_checked_the_applied_and_the_resynced_policy_are_one(case):
     args = result['masq_chain']
     checked_policy = Policy(**dict((key, args[key]) for key in POLICY_OPTIONS if key in args))
     want = fingerprint(checked_policy)
-    assert fingerprint(node_policy(args)) == want
+    assert fingerprint(node_policy(args, result['values']['ip_masq_allow_catch_all'])) == want
     assert fingerprint(resync_policy(result)) == want
 
 

@@ -26,17 +26,10 @@ One file per concern:
 * ``judge.py``: the verdict (:func:`analyse`); ``report.py``: the result's
   words (:func:`summary`, :func:`offender_lines`).
 
-The entry points are importable from this package.
+Each is imported from its own module (``_audit.node.audit``,
+``_audit.report.offender_lines``, ...): this package's ``__init__`` imports
+nothing, so that the controller's check of the role's ``allow`` list
+(``_audit.allow``) does not load the node readers and every backend.
 
 Standard library only: these files run on managed nodes.
 """
-
-from ansible_collections.ipmasq.agent.plugins.module_utils._audit.allow import parse_allow
-from ansible_collections.ipmasq.agent.plugins.module_utils._audit.judge import analyse
-from ansible_collections.ipmasq.agent.plugins.module_utils._audit.node import _is_read_only, audit, read_only
-from ansible_collections.ipmasq.agent.plugins.module_utils._audit.owners import HINTS, OWNERS
-from ansible_collections.ipmasq.agent.plugins.module_utils._audit.report import offender_lines, summary
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import parse_nft
-
-__all__ = ('HINTS', 'OWNERS', '_is_read_only', 'analyse', 'audit', 'offender_lines', 'parse_allow',
-           'parse_nft', 'read_only', 'summary')

@@ -32,7 +32,8 @@ OURS = Owner(
     tables=('ip-masq-agent',),
     comments=(OUR_COMMENT_PREFIX,),
     hint=('a second ip-masq-agent chain (left by an earlier run under another chain name?): '
-          'remove it with ipmasq.agent.masq_chain state=absent chain=%(chain)s'),
+          'the next run of ipmasq.agent.masq_chain removes %(chain)s, as every chain of ours under '
+          'another name'),
 )
 KUBE_PROXY = Owner(
     'kube-proxy',

@@ -23,7 +23,7 @@ Standard library only: this file runs on managed nodes.
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import xtables_kernel
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Backend
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend, ours_elsewhere, others_before
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_rules import jump_spec
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import TOOLS, Tools, legacy_nat_exists
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import FAMILIES
@@ -171,7 +171,8 @@ class IptablesFlavour(Backend):
             if table.backend != self.flavour:
                 # Not this flavour after all (the tools on PATH again): never remove what this run writes.
                 del ipt.tables[family]
-        if any(reading.chain in t.chains or t.jumps_to(reading.chain, 'POSTROUTING') for t in ipt.tables.values()):
+        if any(reading.chain in t.chains or t.jumps_to(reading.chain, 'POSTROUTING') or ours_elsewhere(t, reading.chain)
+               for t in ipt.tables.values()):
             st.other, st.ipt = other, ipt
 
     def after_look(self, reading):
@@ -208,6 +209,8 @@ class IptablesFlavour(Backend):
             for family, fam in sorted(st.ipt.plans.items()):
                 entry = {'tools': tool_name(self.flavour, family), 'family': family, 'changed': fam.changed,
                          'chain_exists': fam.chain_exists, 'rules': fam.rules, 'jumps': [r.line for r in fam.jumps]}
+                if fam.others:
+                    entry['others'] = others_before(fam)
                 if fam.note:
                     entry['note'] = fam.note
                     result['warnings'].append('%s: %s' % (tool_name(self.flavour, family), fam.note))

@@ -14,7 +14,7 @@ Standard library only: this file runs on managed nodes.
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Backend
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend, ours_elsewhere
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import legacy_nat_exists
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import FAMILIES
 
@@ -67,10 +67,17 @@ class IptablesOnPath(Backend):
         ipt = self.state(reading).ipt
         if ipt is None:
             return []
-        return [f for f, t in sorted(ipt.tables.items()) if reading.chain in t.chains]
+        return [f for f, t in sorted(ipt.tables.items()) if reading.chain in t.chains or ours_elsewhere(t, reading.chain)]
 
     def ours_text(self, reading):
-        return 'our iptables chain %s (%s)' % (reading.chain, ', '.join('IPv%d' % f for f in self._holding(reading)))
+        ipt = self.state(reading).ipt
+        names = []
+        for family in self._holding(reading):
+            table = ipt.tables[family]
+            for name in ([reading.chain] if reading.chain in table.chains else []) + ours_elsewhere(table, reading.chain):
+                if name not in names:
+                    names.append(name)
+        return 'our iptables chain %s (%s)' % (', '.join(names), ', '.join('IPv%d' % f for f in self._holding(reading)))
 
     def read(self, reading, policy):
         self._read(reading, policy)

@@ -16,8 +16,16 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core import drift as
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Backend
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_tools import NftTools, missing_nft
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables import plan_absent, plan_present
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_rules import Desired, delete_commands, table_label, table_name
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables import carries_our_comment, plan_absent, plan_present, remove_others
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_rules import (
+    CHAIN,
+    FAMILY,
+    Desired,
+    delete_commands,
+    render_live,
+    table_label,
+    table_name,
+)
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import Step
 
 
@@ -30,6 +38,7 @@ class NftState:
         self.table = None       # nft_json.NftTable of ours, when it exists
         self.note = None        # why nft was not run
         self.plan = None        # nftables.TablePlan, once planned
+        self.others = {}        # name -> nft_json.NftTable: ours under another name (a renamed chain's table)
 
 
 class Nftables(Backend):
@@ -56,33 +65,68 @@ class Nftables(Backend):
         return self.state(reading).read
 
     def holds_ours(self, reading):
-        return self.state(reading).table is not None
+        st = self.state(reading)
+        return st.table is not None or bool(st.others)
 
     def ours_text(self, reading):
-        return 'our nftables %s' % table_label(self.state(reading).name)
+        st = self.state(reading)
+        names = ([st.name] if st.table is not None else []) + sorted(st.others)
+        return 'our nftables %s' % ', '.join(table_label(name) for name in names)
 
     def _list(self, reading):
         st = self.state(reading)
         st.table = self.nft.listing(st.name)
         st.read = True
 
+    def _other_names(self, reading, names):
+        """The other tables of our family that may be ours (a renamed
+        chain's): each has a chain of our chain's name (asked of the kernel).
+        ``names``: the family's tables as the kernel listed them (None: it
+        could not be asked; nft lists them)."""
+        st = self.state(reading)
+        if names is False:
+            return []
+        if not isinstance(names, list):
+            names = self.nft.table_names()
+        names = [name for name in names if name != st.name]
+        if not names:
+            return []
+        found = self.node.probe([('chain', FAMILY, name, CHAIN) for name in names])
+        return [name for name, answer in zip(names, found) if answer is not False]
+
+    def _list_others(self, reading, names):
+        """Ours among ``names``: tables whose rules carry our comment."""
+        st = self.state(reading)
+        for name in names:
+            table = self.nft.listing(name)
+            if carries_our_comment(table):
+                st.others[name] = table
+
     def read(self, reading, policy):
         if not self.nft.available:
             raise MasqError(missing_nft() + ' Nothing was changed.')
         if not self.was_read(reading):
             self._list(reading)
+            (names,) = self.node.probe([('tables', FAMILY)])
+            self._list_others(reading, self._other_names(reading, names))
 
     def look(self, reading, why):
-        """Our table, listed when the kernel has it (or cannot say)."""
+        """Our table, listed when the kernel has it (or cannot say), and
+        ours under other names."""
         st = self.state(reading)
         if not self.nft.available:
             st.note = 'nft not found: no nftables table to remove.'
             return
-        (found,) = self.node.probe([('table', 'inet', st.name)])
-        if found is False:
+        found, names = self.node.probe([('table', FAMILY, st.name), ('tables', FAMILY)])
+        others = self._other_names(reading, names)
+        if found is False and not others:
             st.note = 'no %s (asked the kernel): nft not run.' % table_label(st.name)
             return
-        self._list(reading)
+        if found is False:
+            st.read = True
+        else:
+            self._list(reading)
+        self._list_others(reading, others)
 
     def candidate(self, reading, policy, tolerate):
         """auto: look where nft is installed; with ``tolerate`` (a backend
@@ -109,17 +153,18 @@ class Nftables(Backend):
 
     def plan_present(self, reading, policy, adopt):
         st = self.state(reading)
-        st.plan = plan_present(st.table, policy, adopt)
+        st.plan = remove_others(plan_present(st.table, policy, adopt), st.others)
         if not st.plan.changed:
             return []
+        # The undo (a switch) deletes the table written; our tables under other names stay deleted.
         return [self._step(st.plan, undo=lambda: self.nft.load(delete_commands(st.name)))]
 
     def plan_absent(self, reading, adopt, strict, undo):
         """``undo`` is not supported: a deleted table is not put back (it goes last in a switch)."""
         st = self.state(reading)
-        if st.table is None:
+        if st.table is None and not st.others:
             return []
-        st.plan = plan_absent(st.table, st.name, adopt, strict=strict)
+        st.plan = remove_others(plan_absent(st.table, st.name, adopt, strict=strict), st.others)
         return [self._step(st.plan)] if st.plan.changed else []
 
     def audit_read(self, view, family):
@@ -155,6 +200,8 @@ class Nftables(Backend):
                 if nft.managed and nft.desired is not None:
                     # Which rules and set elements the rewrite puts back or takes out.
                     out['drift'] = rule_drift.nft_table(nft.table, nft.desired)
+            if nft.others:
+                out['others'] = [{'table': table_label(name), 'before': render_live(table)} for name, table in nft.others]
             if nft.note:
                 out['note'] = nft.note
                 late.append('nftables: %s' % nft.note)

@@ -61,7 +61,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_flavour
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_iptables import IptablesOnPath
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_nftables import Nftables
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_rules import diff_text as ipt_diff_text, sub_declarations
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_rules import diff_text as ipt_diff_text, others_text, sub_declarations
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import read_proc
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import validate_chain_name
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import Plan
@@ -199,7 +199,7 @@ def diff_text(result, which):
     text = ipt_diff_text(result, which)
     for entry in result.get('other_iptables') or []:
         # Ours in the other iptables flavour: there before, gone after when this run removes it.
-        if not (entry.get('chain_exists') or entry.get('jumps')):
+        if not (entry.get('chain_exists') or entry.get('jumps') or entry.get('others')):
             continue
         text += '# %s nat (IPv%d), the iptables flavour not on PATH\n' % (entry['tools'], entry['family'])
         if which == 'before' or not entry.get('changed'):
@@ -208,6 +208,7 @@ def diff_text(result, which):
                 lines.append(':%s - [0:0]' % result['chain'])
             lines.extend(sub_declarations(entry.get('rules') or [], result['chain']))
             lines.extend(entry.get('rules') or [])
+            lines.extend(others_text(entry.get('others')))
             text += ''.join(line + '\n' for line in lines)
     nft = result.get('nftables') or {}
     body = nft.get(which)
@@ -215,4 +216,8 @@ def diff_text(result, which):
         body = None
     if nft.get('read') or body:
         text += '# nft list %s\n%s' % (nft.get('table'), body or '')
+    if which == 'before':
+        # Our tables under another chain name: there before, deleted by this run.
+        for other in nft.get('others') or []:
+            text += '# nft list %s (ours under another chain name)\n%s' % (other['table'], other['before'] or '')
     return text

@@ -15,6 +15,7 @@ Standard library only: this file runs on managed nodes.
 """
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.intervals import BITS, merge
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.ranges import (
     DEFAULT_NONMASQ_CIDRS,
     RESERVED_RANGES,
@@ -58,6 +59,10 @@ def parse_network(raw, text, ipv6, errors):
     sentence that says what is wrong with it."""
     import ipaddress  # pylint: disable=import-outside-toplevel
 
+    if '%' in text:
+        # ipaddress (3.9+) reads a zone index and the network would drop it.
+        errors.append('%r: an IPv6 zone index (%%...) has no place in a CIDR' % (raw,))
+        return None
     if '/' not in text:
         try:
             addr = ipaddress.ip_address(text)
@@ -192,3 +197,95 @@ def normal_text(text):
     import ipaddress  # pylint: disable=import-outside-toplevel
 
     return str(ipaddress.ip_network(text))
+
+
+# --------------------------------------------------------------------------
+# The controller's check of a non-masquerade list, on the node
+# --------------------------------------------------------------------------
+
+_FAMILY_TEXT = {4: 'IPv4', 6: 'IPv6'}
+_ASCII_DIGITS = frozenset('0123456789')
+
+
+def _guard_entry(raw):
+    """One entry as the controller's ``nonmasq_guard`` filter reads it
+    (``plugin_utils/_cidr.parse_entry``, bare addresses and host bits
+    refused): ``(family, first, prefixlen, None)``, or ``(None, None, None,
+    reason)``.  Addresses go through inet_pton, as netaddr's INET_PTON does."""
+    import _socket  # pylint: disable=import-outside-toplevel
+
+    if not isinstance(raw, str):
+        return None, None, None, 'not a string'
+    text = raw.strip()
+    if not text:
+        return None, None, None, 'empty'
+    if not text.isascii() or any(ch.isspace() for ch in text):
+        return None, None, None, 'not an IP address or CIDR (it contains spaces or non-ASCII characters)'
+    addr, slash, plen = text.partition('/')
+    family = 6 if ':' in addr else 4
+    bits = BITS[family]
+    if '%' in addr:
+        return None, None, None, 'an IPv6 zone index (%...) has no place in a CIDR'
+    if family == 4 and any(len(octet) > 1 and octet.startswith('0') for octet in addr.split('.')):
+        return None, None, None, 'a leading zero in an octet is ambiguous (octal or decimal?)'
+    try:
+        first = int.from_bytes(_socket.inet_pton(_socket.AF_INET if family == 4 else _socket.AF_INET6, addr), 'big')
+    except (OSError, ValueError):
+        return None, None, None, 'not an IP address or CIDR'
+    if not slash:
+        return None, None, None, 'an address, not a CIDR (write %s/%d for this host alone)' % (addr, bits)
+    if not plen or len(plen) > 3 or not _ASCII_DIGITS.issuperset(plen) or int(plen) > bits:
+        return None, None, None, 'the prefix length must be a number 0-%d' % bits
+    prefixlen = int(plen)
+    if first & ((1 << (bits - prefixlen)) - 1):
+        return None, None, None, 'it has host bits set'
+    return family, first, prefixlen, None
+
+
+def guard_nonmasq_cidrs(cidrs, allow_catch_all=False, keep_duplicates=False, name='nonmasquerade_cidrs'):
+    """Refuse what the controller's ``nonmasq_guard`` filter refuses
+    (``plugins/filter/nonmasq_guard.py``, with its default options): an
+    entry that is not a CIDR in the form it reads (a zone index ``%``
+    included), a duplicate unless ``keep_duplicates`` (``rule_format:
+    upstream`` writes one rule per entry), and a list that covers all of
+    IPv4 or all of IPv6 (its CIDRs merged) unless ``allow_catch_all``.
+
+    Returns None; raises MasqError naming every bad entry (by its position)
+    at once, ending ``Nothing was changed.``."""
+    if not isinstance(cidrs, (list, tuple)):
+        raise MasqError('%s must be a list of CIDR strings, got %r. Nothing was changed.' % (name, cidrs))
+    problems = []
+    seen = {}
+    intervals = {4: [], 6: []}
+    where = {4: [], 6: []}
+    for index, raw in enumerate(cidrs):
+        family, first, prefixlen, reason = _guard_entry(raw)
+        if reason is not None:
+            problems.append('[%d] %r: %s' % (index, raw, reason))
+            continue
+        key = (family, first, prefixlen)
+        if key in seen:
+            if not keep_duplicates:
+                problems.append('[%d] %r: a duplicate of [%d] %r' % (index, raw, seen[key], cidrs[seen[key]]))
+            continue
+        seen[key] = index
+        intervals[family].append((first, first | ((1 << (BITS[family] - prefixlen)) - 1)))
+        where[family].append(index)
+    if not allow_catch_all:
+        for family in (4, 6):
+            if merge(intervals[family]) == [(0, (1 << BITS[family]) - 1)]:
+                # The entries that are not inside another one: those that make up the catch-all.
+                outer, reach = [], -1
+                spans = sorted(((f, l, i) for (f, l), i in zip(intervals[family], where[family])),
+                               key=lambda e: (e[0], -e[1]))
+                for _first, last, i in spans:
+                    if last > reach:
+                        outer.append(i)
+                        reach = last
+                pieces = ['[%d] %r' % (i, cidrs[i]) for i in sorted(outer)]
+                shown = ', '.join(pieces[:8]) + (' and %d more' % (len(pieces) - 8) if len(pieces) > 8 else '')
+                problems.append('%s %s all of %s: nothing would ever be masqueraded (allow_catch_all accepts it)'
+                                % (shown, 'covers' if len(pieces) == 1 else 'together cover', _FAMILY_TEXT[family]))
+    if problems:
+        raise MasqError('%s: %d problem%s: %s. Nothing was changed.'
+                        % (name, len(problems), '' if len(problems) == 1 else 's', '; '.join(problems)))

@@ -35,6 +35,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_rules 
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import TOOLS, missing_tools, payload, tools_for
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import (
+    BUILTIN_CHAINS,
     FAMILIES,
     OUR_COMMENT_PREFIX,
     sub_chain_names,
@@ -85,6 +86,7 @@ class FamilyPlan:
         self.after_jump = None
         self.note = None
         self.repaired = []          # what the read after the write found and repaired (_verified_write)
+        self.others = []            # FamilyPlan of each chain of ours under another name, removed (_remove_others)
 
     @property
     def changed(self):
@@ -105,11 +107,19 @@ class FamilyPlan:
         at their places in POSTROUTING."""
         chain = self.chain
         if self.managed:
-            return [self.after_jump.replace('-A', '-D', 1)] + drop_lines(self.after_chains)
-        lines = [':%s - [0:0]' % name for name in [chain] + list(self.subs)] + list(self.rules)
+            lines = [self.after_jump.replace('-A', '-D', 1)] + drop_lines(self.after_chains)
+        else:
+            lines = ([':%s - [0:0]' % name for name in ([chain] if self.chain_exists else []) + list(self.subs)]
+                     + list(self.rules))
+        # The chains of ours under another name this write removed, put back.
+        for other in self.others:
+            lines.extend(':%s - [0:0]' % name for name in ([other.chain] if other.chain_exists else [])
+                         + list(other.subs))
+            lines.extend(other.rules)
         prefix = '-A POSTROUTING '
+        jumps = ([] if self.managed else list(self.jumps)) + [r for other in self.others for r in other.jumps]
         lines.extend('-I POSTROUTING %d %s' % (r.index + 1, r.line[len(prefix):])
-                     for r in sorted(self.jumps, key=lambda r: r.index))
+                     for r in sorted(jumps, key=lambda r: r.index))
         return lines
 
     def refuse_foreign(self, adopt, what):
@@ -199,11 +209,78 @@ def plan_present(family, table, policy, adopt=False):
                 lines.append(jump_line)
                 plan.actions.append('append the POSTROUTING jump to %s' % chain)
     plan.lines = lines
+    _remove_others(plan)
     return plan
 
 
-def plan_absent(family, table, chain, adopt=False, strict=True):
-    """Remove the jumps and the chain.  A chain that is not ours is an error
+def others_before(fam):
+    """The chains of ours under another name that ``fam`` removes, as they
+    were (the result's ``others``): name, rules (its sub-chains' too) and jumps."""
+    return [{'chain': other.chain, 'chain_exists': other.chain_exists, 'rules': other.rules,
+             'jumps': [r.line for r in other.jumps]} for other in fam.others]
+
+
+def _ours(rule):
+    """Whether a rule carries our comment (the cheap test on the line first)."""
+    return OUR_COMMENT_PREFIX in rule.line and (rule.comment or '').startswith(OUR_COMMENT_PREFIX)
+
+
+def ours_elsewhere(table, chain):
+    """The chains of ours in ``table`` under another name than ``chain``
+    and its sub-chains: left by a run with another chain name (a renamed
+    chain).  Ours is recognised by our comment only (``OUR_COMMENT_PREFIX``,
+    either rule format): a chain with a rule that carries it, or that a
+    POSTROUTING jump carrying it goes to.  A chain without it is never ours
+    here, whatever its name.  Each chain is named once: a sub-chain of
+    another one found goes with it (``plan_absent``)."""
+    if table is None:
+        return []
+    own = set(sub_chain_names(chain).values())
+    own.add(chain)
+    found = []
+    for name, rules in table.chains.items():
+        if name in own or name in BUILTIN_CHAINS:
+            continue
+        if any(_ours(r) for r in rules):
+            found.append(name)
+    for rule in table.rules('POSTROUTING'):
+        if _ours(rule):
+            target = rule.target
+            if target in table.chains and target not in own and target not in found:
+                found.append(target)
+    mains, subs = [], set()
+    for name in found:
+        try:
+            subs.update(sub_chain_names(name).values())
+        except MasqError:
+            continue        # a name we would never write: not a chain of ours to plan for
+        mains.append(name)
+    return [name for name in mains if name not in subs]
+
+
+def _remove_others(plan):
+    """Remove every chain of ours under another name (``ours_elsewhere``)
+    and its POSTROUTING jumps, in the same restore as ``plan``'s own lines:
+    after a chain rename the old chain no longer decides anything."""
+    for name in ours_elsewhere(plan.table, plan.chain):
+        other = plan_absent(plan.family, plan.table, name, strict=False, others=False)
+        if not other.changed:
+            continue
+        plan.others.append(other)
+        plan.actions.extend('%s (ours under another chain name)' % action for action in other.actions)
+        plan.kinds.extend(other.kinds)
+    if plan.others:
+        # Every jump first, then every chain flushed, then deleted: a chain
+        # is deleted only once nothing goes to it.
+        jumps = [r for other in plan.others for r in other.jumps]
+        chains = [name for other in plan.others
+                  for name in ([other.chain] if other.chain_exists else []) + list(other.subs)]
+        plan.lines = plan.lines + removal_lines(jumps) + drop_lines(chains)
+
+
+def plan_absent(family, table, chain, adopt=False, strict=True, others=True):
+    """Remove the jumps and the chain, and (``others``) every chain of ours
+    under another name.  A chain of the name that is not ours is an error
     (``strict``: state=absent), or is left alone with a note (the IPv6 side of
     a run that does not manage IPv6)."""
     plan = FamilyPlan(family, table, chain, False)
@@ -211,6 +288,8 @@ def plan_absent(family, table, chain, adopt=False, strict=True):
     if plan.chain_exists and not adopt and not plan.ours():
         if not strict:
             plan.note = 'chain %s exists but is not ours; left alone.' % chain
+            if others:
+                _remove_others(plan)
             return plan
         plan.refuse_foreign(adopt, 'delete')
     foreign = [r.line for r in table.jumps_to(chain) if r.chain != 'POSTROUTING']
@@ -235,6 +314,8 @@ def plan_absent(family, table, chain, adopt=False, strict=True):
         plan.lines = removal_lines(plan.jumps, drop)
     else:
         plan.lines = removal_lines(plan.jumps) + drop_lines(drop)
+    if others:
+        _remove_others(plan)
     return plan
 
 
@@ -356,6 +437,8 @@ class IptablesBackend:
                 'drift': (rule_drift.iptables_chain(fam.rules, fam.after_rules)
                           if fam.managed and fam.chain_exists and fam.changed else None),
             }
+            if fam.others:
+                result['ipv%d' % family]['others'] = others_before(fam)
             if fam.note:
                 result['ipv%d' % family]['note'] = fam.note
                 result['warnings'].append('IPv%d: %s' % (family, fam.note))

@@ -231,6 +231,19 @@ def sub_declarations(lines, chain):
     return [':%s - [0:0]' % name for name in names]
 
 
+def others_text(others):
+    """Diff lines of the chains of ours under another name that a run
+    removes (a result's ``others``): there before, gone after."""
+    out = []
+    for other in others or []:
+        out.extend(other['jumps'])
+        if other['chain_exists']:
+            out.append(':%s - [0:0]' % other['chain'])
+        out.extend(sub_declarations(other['rules'], other['chain']))
+        out.extend(other['rules'])
+    return out
+
+
 def diff_text(result, which):
     """Text for diff mode: the chain and its jumps per family, before or after."""
     out = []
@@ -245,6 +258,7 @@ def diff_text(result, which):
                 out.append(':%s - [0:0]' % result['chain'])
             out.extend(sub_declarations(fam['before']['rules'], result['chain']))
             out.extend(fam['before']['rules'])
+            out.extend(others_text(fam.get('others')))
         elif fam['managed']:
             out.append(fam['jump'])
             out.append(':%s - [0:0]' % result['chain'])

@@ -28,7 +28,9 @@ NFNL_SUBSYS_NFTABLES = 10
 NFT_MSG_GETTABLE = 1
 NFT_MSG_GETCHAIN = 4
 NLM_F_REQUEST = 1
+NLM_F_DUMP = 0x300
 NLMSG_ERROR = 2
+NLMSG_DONE = 3
 NFTA_TABLE_NAME = 1
 NFTA_CHAIN_TABLE = 1
 NFTA_CHAIN_NAME = 3
@@ -60,11 +62,43 @@ def _attr(kind, text):
     return _u16(length) + _u16(kind) + data + b'\0' * (-length % 4)
 
 
-def _message(seq, msg_type, family, attrs):
+def _message(seq, msg_type, family, attrs, flags=NLM_F_REQUEST):
     # struct nfgenmsg: u8 family, u8 version (NFNETLINK_V0), be16 res_id
     payload = bytes((NFPROTO[family], 0, 0, 0)) + b''.join(attrs)
-    return (_u32(HEADER_SIZE + len(payload)) + _u16((NFNL_SUBSYS_NFTABLES << 8) | msg_type) + _u16(NLM_F_REQUEST)
+    return (_u32(HEADER_SIZE + len(payload)) + _u16((NFNL_SUBSYS_NFTABLES << 8) | msg_type) + _u16(flags)
             + _u32(seq) + _u32(0) + payload)
+
+
+def _names(sock, seq):
+    """The NFTA_TABLE_NAME of every table a dump sends, until NLMSG_DONE;
+    None on an error other than 'nothing there'."""
+    names = []
+    for _batch in range(100000):                # bounded: a kernel sends a table per message, at most
+        data = sock.recv(65536)
+        if not data:
+            return None
+        offset = 0
+        while offset + HEADER_SIZE <= len(data):
+            length = _int(data, offset, 4)
+            msg_type = _int(data, offset + 4, 2)
+            if length < HEADER_SIZE:
+                return None
+            if _int(data, offset + 8, 4) == seq:
+                if msg_type == NLMSG_DONE:
+                    return names
+                if msg_type == NLMSG_ERROR:
+                    code = -_int(data, offset + HEADER_SIZE, 4, signed=True)
+                    return [] if code in _ABSENT else None
+                at, end = offset + HEADER_SIZE + 4, offset + length      # after struct nfgenmsg
+                while at + 4 <= end:
+                    size, kind = _int(data, at, 2), _int(data, at + 2, 2) & 0x3FFF
+                    if size < 4:
+                        return None
+                    if kind == NFTA_TABLE_NAME:
+                        names.append(data[at + 4:at + size].split(b'\0', 1)[0].decode('utf-8', 'replace'))
+                    at += (size + 3) & ~3
+            offset += (length + 3) & ~3
+    return None
 
 
 def _answer(sock, seq):
@@ -92,19 +126,25 @@ def _answer(sock, seq):
 
 def exist(questions):
     """For each question, ``('table', family, name)`` or ``('chain',
-    family, table, name)``: whether it exists (True / False / None)."""
+    family, table, name)``: whether it exists (True / False / None); or
+    ``('tables', family)``: the names of the family's tables (a list; None
+    when the kernel could not be asked)."""
     import _socket  # pylint: disable=import-outside-toplevel
 
     try:
         sock = _socket.socket(_socket.AF_NETLINK, _socket.SOCK_RAW, NETLINK_NETFILTER)
     except (OSError, AttributeError, ValueError) as e:
         code = getattr(e, 'errno', None)
-        return [False if code in _ABSENT else None for _q in questions]
+        return [([] if q[0] == 'tables' else False) if code in _ABSENT else None for q in questions]
     answers = []
     try:
         sock.settimeout(TIMEOUT)
         sock.bind((0, 0))
         for seq, question in enumerate(questions, 1):
+            if question[0] == 'tables':
+                sock.send(_message(seq, NFT_MSG_GETTABLE, question[1], [], NLM_F_REQUEST | NLM_F_DUMP))
+                answers.append(_names(sock, seq))
+                continue
             if question[0] == 'table':
                 msg = _message(seq, NFT_MSG_GETTABLE, question[1], [_attr(NFTA_TABLE_NAME, question[2])])
             else:

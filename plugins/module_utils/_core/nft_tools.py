@@ -71,6 +71,16 @@ class NftTools:
         self.version = nft_version(docs[0]) or self.version
         return parse_nft(docs[0]).get((FAMILY, name))
 
+    def table_names(self):
+        """The names of every table of our family (``nft -j list tables``),
+        for when the kernel cannot be asked over nfnetlink."""
+        argv = [self.nft, '-j', 'list', 'tables', FAMILY]
+        self.commands.append(' '.join(argv))
+        rc, out, err = self._run(argv)
+        if rc != 0:
+            self._fail(argv, rc, out, err, 'nft (listing the %s tables)' % FAMILY)
+        return [name for family, name in parse_nft(out or '{}', what=' '.join(argv)) if family == FAMILY]
+
     def _unreadable(self, name):
         """The table exists but nft's JSON of it is broken (nft 1.0.6 prints
         the flags of a dormant table as garbage): a table to replace, ours

@@ -125,6 +125,16 @@ def differences(table, desired):
     return diffs
 
 
+def carries_our_comment(table):
+    """A table with a rule of ours (our comment): how ours under another
+    name is told (a renamed chain's table); an empty table is not."""
+    if table is None:
+        return False
+    if table.unreadable is not None:
+        return OUR_COMMENT_PREFIX in table.unreadable
+    return any((r.get('comment') or '').startswith(OUR_COMMENT_PREFIX) for rs in table.rules.values() for r in rs)
+
+
 def is_ours(table):
     """A table with a rule of ours (our comment), or with nothing but objects
     of our names (empty, or ours with its rules flushed)."""
@@ -155,6 +165,7 @@ class TablePlan:
         self.actions = []
         self.desired = None         # nftables_rules.Desired, for a table to write
         self.note = None
+        self.others = []            # (name, nft_json.NftTable): our tables under another name, deleted
 
     @property
     def before(self):
@@ -198,6 +209,17 @@ def plan_present(table, policy, adopt=False):
         plan.actions.append('rewrite %s (%s)' % (table_label(desired.name), '; '.join(diffs)))
         plan.kinds.append('table_rewritten')
     plan.commands = replace_commands(desired)
+    return plan
+
+
+def remove_others(plan, others):
+    """Delete our tables under other names (``others``: name -> table, each
+    carrying our comment: a renamed chain's) in ``plan``'s own transaction."""
+    for name in sorted(others):
+        plan.others.append((name, others[name]))
+        plan.actions.append('delete %s (ours under another chain name)' % table_label(name))
+        plan.kinds.append('table_unwanted')
+        plan.commands = plan.commands + delete_commands(name)
     return plan
 
 

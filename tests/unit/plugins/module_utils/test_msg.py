@@ -1,7 +1,7 @@
 """The one-line msg of each module's result (module_utils/_msg.py) and the
 audit's advice by who applies the policy (module, role, role in check mode)."""
 from ansible_collections.ipmasq.agent.plugins.module_utils import _msg
-from ansible_collections.ipmasq.agent.plugins.module_utils._audit import offender_lines
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit.report import offender_lines
 
 
 def chain_result(**kw):

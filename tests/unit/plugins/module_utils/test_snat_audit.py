@@ -11,7 +11,12 @@ import os
 
 import pytest
 
-from ansible_collections.ipmasq.agent.plugins.module_utils import _audit as a
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit.allow import parse_allow
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit.judge import analyse
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit.node import _is_read_only, audit, read_only
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit.owners import HINTS, OWNERS
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit.report import offender_lines
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import parse_nft
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import iptables_rules, nft_json
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy
@@ -49,11 +54,11 @@ def merge(*texts):
 
 
 def run_ipt(text, family=4, backend='iptables-nft', **kw):
-    return a.analyse([(family, 'nf_tables' if backend == 'iptables-nft' else 'legacy', text)], None, **kw)
+    return analyse([(family, 'nf_tables' if backend == 'iptables-nft' else 'legacy', text)], None, **kw)
 
 
 def run_nft(name, **kw):
-    return a.analyse([], a.parse_nft(data(name + '.json')), **kw)
+    return analyse([], parse_nft(data(name + '.json')), **kw)
 
 
 def brief(sources):
@@ -211,19 +216,19 @@ def test_a_busy_node_every_owner_at_once():
     assert owners == ['cni', 'docker', 'flannel', 'libvirt', 'netavark', 'unknown']
     assert res['summary'].startswith('12 other SNAT rules would act on pod traffic: cni (1), docker (2), '
                                      'flannel (2), libvirt (3), netavark (1), unknown (3)')
-    lines = a.offender_lines(res)
+    lines = offender_lines(res)
     assert len(lines) == 12
     assert lines[0] == ('[IPv4 iptables-nft nat: POSTROUTING] docker: '
-                        '-A POSTROUTING -s 172.18.0.0/16 ! -o br-3f2a1b4c5d6e -j MASQUERADE -- ' + a.HINTS['docker'])
+                        '-A POSTROUTING -s 172.18.0.0/16 ! -o br-3f2a1b4c5d6e -j MASQUERADE -- ' + HINTS['docker'])
     assert ('[IPv4 iptables-nft nat: POSTROUTING > FLANNEL-POSTRTG] flannel: -A FLANNEL-POSTRTG -s 10.244.0.0/16 '
             '! -d 224.0.0.0/4 -m comment --comment "flanneld masq" -j MASQUERADE --random-fully -- '
-            + a.HINTS['flannel']) in lines
+            + HINTS['flannel']) in lines
     # Allowing what is expected leaves only ours.
     allow = ['docker', 'flannel', 'cni', 'netavark', 'LIBVIRT_PRT',
              {'chain': 'EGRESS-GW', 'reason': 'egress gateway'},
              {'regex': r'-o eth9 -j SNAT --to-source 198\.51\.100\.7$'}]
     res = run_ipt(text, allow=allow)
-    assert res['only_ours'], a.offender_lines(res)
+    assert res['only_ours'], offender_lines(res)
     by = {s['rule']: s['allowed_by'] for s in res['sources']}
     assert by['-A EGRESS-GW-SNAT -j SNAT --to-source 203.0.113.10'] == 'allow[5] (chain=EGRESS-GW): egress gateway'
     assert by['-A POSTROUTING -s 192.0.2.0/24 -o eth9 -j SNAT --to-source 198.51.100.7'].startswith('allow[6] (regex=')
@@ -235,20 +240,20 @@ def test_ours_not_reached_without_its_jump():
     assert src['ours'] and not src['reachable']
     assert not res['ours_present'] and not res['only_ours'] and res['offenders'] == []
     assert 'masquerades nothing in IPv4' in res['summary']
-    assert a.offender_lines(res) == ['IPv4: no MASQUERADE of IP-MASQ-AGENT is reached from POSTROUTING; '
+    assert offender_lines(res) == ['IPv4: no MASQUERADE of IP-MASQ-AGENT is reached from POSTROUTING; '
                                      'run ipmasq.agent.masq_chain.']
 
 
 def test_ipv6_needs_ours_in_both_families():
     v4 = ours_save()
-    res = a.analyse([(4, 'nf_tables', v4)], None, ipv6=True)
+    res = analyse([(4, 'nf_tables', v4)], None, ipv6=True)
     assert res['ours_by_family'] == {'ipv4': True, 'ipv6': False} and not res['ours_present']
-    res = a.analyse([(4, 'nf_tables', v4), (6, 'nf_tables', ours_save(6))], None, ipv6=True)
+    res = analyse([(4, 'nf_tables', v4), (6, 'nf_tables', ours_save(6))], None, ipv6=True)
     assert res['only_ours'] and [s['family'] for s in res['sources']] == ['ipv4', 'ipv6']
 
 
 def test_ipv6_flannel_is_an_ipv6_offender():
-    res = a.analyse([(4, 'nf_tables', ours_save()), (6, 'nf_tables', merge(data('flannel6.save'), ours_save(6)))],
+    res = analyse([(4, 'nf_tables', ours_save()), (6, 'nf_tables', merge(data('flannel6.save'), ours_save(6)))],
                     None, ipv6=True)
     assert [(s['family'], s['owner']) for s in res['offenders']] == [('ipv6', 'flannel')] * 2
     assert res['ours_present'] and not res['only_ours']
@@ -259,7 +264,7 @@ def test_renamed_chain_leftover_is_an_ip_masq_agent_offender_with_removal_hint()
     res = run_ipt(text, chain='MY-MASQ')
     stale = [s for s in res['sources'] if s['chain'] == CHAIN]
     assert stale and all(s['owner'] == 'ip-masq-agent' and not s['ours'] and not s['allowed'] for s in stale)
-    assert 'state=absent chain=IP-MASQ-AGENT' in stale[0]['hint']
+    assert 'the next run of ipmasq.agent.masq_chain removes IP-MASQ-AGENT' in stale[0]['hint']
     assert [s['ours'] for s in res['sources'] if s['chain'] == 'MY-MASQ'] == [True]
 
 
@@ -355,8 +360,8 @@ def test_owner_from_interfaces_and_comments(rule, owner):
 
 
 def test_every_owner_has_a_hint():
-    assert set(a.HINTS) == set(a.OWNERS)
-    assert all(a.HINTS[o] % {'chain': 'X'} for o in a.OWNERS)
+    assert set(HINTS) == set(OWNERS)
+    assert all(HINTS[o] % {'chain': 'X'} for o in OWNERS)
 
 
 # --------------------------------------------------------------------------
@@ -402,7 +407,7 @@ def test_nft_kube_proxy_without_the_mark_return_is_an_offender():
     doc['nftables'] = [o for o in doc['nftables']
                        if not ('rule' in o and o['rule']['chain'] == 'masquerading'
                                and any('return' in e for e in o['rule']['expr']))]
-    res = a.analyse([], a.parse_nft(doc))
+    res = analyse([], parse_nft(doc))
     assert [(s['scope'], s['allowed']) for s in res['sources']] == [('egress', False), ('hairpin', True)]
 
 
@@ -450,7 +455,7 @@ def test_nft_table_named_like_our_chain_is_ours():
         {'rule': {'family': 'inet', 'table': 'ip-masq-agent', 'chain': 'postrouting', 'handle': 2,
                   'expr': [{'masquerade': None}]}},
     ]}
-    res = a.analyse([], a.parse_nft(doc), ipv6=True)
+    res = analyse([], parse_nft(doc), ipv6=True)
     assert res['only_ours'] and res['ours_by_family'] == {'ipv4': True, 'ipv6': True}
 
 
@@ -468,32 +473,32 @@ def test_nft_cycle_through_verdict_map_is_safe():
         {'rule': {'family': 'ip', 'table': 't', 'chain': 'b', 'expr': [{'jump': {'target': 'a'}}]}},
         {'rule': {'family': 'ip', 'table': 't', 'chain': 'b', 'expr': [{'snat': {'addr': '192.0.2.1'}}]}},
     ]}
-    (src,) = a.analyse([], a.parse_nft(doc))['sources']
+    (src,) = analyse([], parse_nft(doc))['sources']
     assert src['path'] == ['base', 'a', 'b'] and src['target'] == 'SNAT'
     assert src['rule'] == 'snat to 192.0.2.1'
 
 
 def test_nft_compat_table_of_iptables_nft_is_not_reported_twice():
     save = data('compat.save')
-    tables = a.parse_nft(data('compat.json'))
+    tables = parse_nft(data('compat.json'))
     assert ('ip', 'nat') in tables
-    res = a.analyse([(4, 'nf_tables', save)], tables)
+    res = analyse([(4, 'nf_tables', save)], tables)
     assert sorted((s['backend'], s['owner']) for s in res['sources']) == [
         ('iptables-nft', 'flannel'), ('iptables-nft', 'flannel'), ('nft', 'kube-proxy'), ('nft', 'kube-proxy')]
     assert res['audited'] == ['IPv4 nat table (iptables-nft)', 'nft ruleset (ip kube-proxy)']
     # Without an iptables-nft view of it, the same table is read from nft (xt targets).
-    res = a.analyse([], tables)
+    res = analyse([], tables)
     flannel = [s for s in res['sources'] if s['owner'] == 'flannel']
     assert len(flannel) == 2 and flannel[0]['table'] == 'ip nat' and 'xt target MASQUERADE' in flannel[0]['rule']
     # A legacy view does not stand for the nf_tables table either.
-    res = a.analyse([(4, 'legacy', save)], tables)
+    res = analyse([(4, 'legacy', save)], tables)
     assert len([s for s in res['sources'] if s['owner'] == 'flannel']) == 4
 
 
 def test_nft_incompatible_iptables_nft_table_is_read_from_nft():
     save = data('incompatible.save')
     assert save.startswith("# Table `nat' is incompatible")
-    res = a.analyse([(4, 'nf_tables', save)], a.parse_nft(data('incompatible.json')))
+    res = analyse([(4, 'nf_tables', save)], parse_nft(data('incompatible.json')))
     assert any('incompatible' in n for n in res['notes'])
     assert {(s['table'], s['owner']) for s in res['offenders']} == {('ip nat', 'docker'), ('ip nat', 'unknown')}
     assert [s['chain'] for s in res['sources'] if not s['reachable']] == ['unused']
@@ -501,9 +506,9 @@ def test_nft_incompatible_iptables_nft_table_is_read_from_nft():
 
 def test_parse_nft_rejects_garbage():
     with pytest.raises(MasqError) as e:
-        a.parse_nft('not json')
+        parse_nft('not json')
     assert 'not JSON' in e.value.msg
-    assert a.parse_nft('{}') == {}
+    assert parse_nft('{}') == {}
 
 
 @pytest.mark.parametrize('stmt,text', [
@@ -538,7 +543,7 @@ def test_render_nft_statements(stmt, text):
 # --------------------------------------------------------------------------
 
 def test_allow_strings_are_owner_names_or_chain_names():
-    entries = a.parse_allow(['Docker', 'LIBVIRT_PRT', ' flannel '])
+    entries = parse_allow(['Docker', 'LIBVIRT_PRT', ' flannel '])
     assert [(e.owner, e.chain) for e in entries] == [('docker', None), (None, 'LIBVIRT_PRT'), ('flannel', None)]
 
 
@@ -577,7 +582,7 @@ def test_allow_chain_matches_chains_on_the_path_but_not_the_base_chain():
 ])
 def test_bad_allow_entries(allow, fragment):
     with pytest.raises(MasqError) as e:
-        a.parse_allow(allow)
+        parse_allow(allow)
     assert fragment in e.value.msg
 
 
@@ -588,11 +593,11 @@ def test_bad_allow_fails_before_any_command_runs():
         ran.append(argv)
         return 0, '', ''
     with pytest.raises(MasqError):
-        a.audit(run, lambda n: '/usr/sbin/' + n, allow=[{'owner': 'nobody'}])
+        audit(run, lambda n: '/usr/sbin/' + n, allow=[{'owner': 'nobody'}])
     with pytest.raises(MasqError):
-        a.audit(run, lambda n: '/usr/sbin/' + n, chain='POSTROUTING')
+        audit(run, lambda n: '/usr/sbin/' + n, chain='POSTROUTING')
     with pytest.raises(MasqError):
-        a.audit(run, lambda n: '/usr/sbin/' + n, include_nft='sometimes')
+        audit(run, lambda n: '/usr/sbin/' + n, include_nft='sometimes')
     assert ran == []
 
 
@@ -608,7 +613,7 @@ def test_bad_allow_fails_before_any_command_runs():
     ['/usr/sbin/nft', '-j', 'list', 'ruleset'],
 ])
 def test_read_only_allows_listings(argv):
-    assert a._is_read_only(argv)
+    assert _is_read_only(argv)
 
 
 @pytest.mark.parametrize('argv', [
@@ -623,14 +628,14 @@ def test_read_only_allows_listings(argv):
 ])
 def test_read_only_refuses_everything_else(argv):
     calls = []
-    guarded = a.read_only(lambda argv, data=None: calls.append(argv) or (0, '', ''))
+    guarded = read_only(lambda argv, data=None: calls.append(argv) or (0, '', ''))
     with pytest.raises(MasqError) as e:
         guarded(argv)
     assert 'refused' in e.value.msg and calls == []
 
 
 def test_read_only_refuses_stdin_data():
-    guarded = a.read_only(lambda argv, data=None: (0, '', ''))
+    guarded = read_only(lambda argv, data=None: (0, '', ''))
     with pytest.raises(MasqError):
         guarded(['/usr/sbin/iptables-save', '-t', 'nat'], data='*nat\nCOMMIT\n')
 
@@ -666,7 +671,7 @@ def test_collect_reads_nft_backend_and_skips_a_legacy_table_the_kernel_has_not_l
                     {'iptables --version': 'iptables v1.8.9 (nf_tables)\n',
                      'iptables-save': HEADER_NFT + data('flannel.save'),
                      'nft': data('kube_proxy.json')})
-    res = a.audit(node.run, node.find, proc_read=node.proc_read)
+    res = audit(node.run, node.find, proc_read=node.proc_read)
     assert node.calls == ['/usr/sbin/iptables --version', '/usr/sbin/iptables-save -t nat',
                           '/usr/sbin/nft -j list ruleset']
     assert res['commands'] == node.calls
@@ -680,7 +685,7 @@ def test_collect_reads_both_backends_when_both_hold_rules():
                     {'iptables --version': 'iptables v1.8.9 (legacy)\n',
                      'iptables-save': '# Generated by iptables-save v1.8.9 on Sat\n' + data('docker.save'),
                      'iptables-nft-save': HEADER_NFT + data('kube_proxy.save')}, proc=['nat', 'filter'])
-    res = a.audit(node.run, node.find, include_nft='never', proc_read=node.proc_read)
+    res = audit(node.run, node.find, include_nft='never', proc_read=node.proc_read)
     assert node.calls == ['/usr/sbin/iptables --version', '/usr/sbin/iptables-save -t nat',
                           '/usr/sbin/iptables-nft-save -t nat']
     assert {(s['backend'], s['owner']) for s in res['sources']} == {
@@ -691,17 +696,17 @@ def test_collect_reads_both_backends_when_both_hold_rules():
 def test_collect_without_any_tool_is_an_error_and_include_nft_always_needs_nft():
     node = FakeNode([], {})
     with pytest.raises(MasqError) as e:
-        a.audit(node.run, node.find, proc_read=node.proc_read)
+        audit(node.run, node.find, proc_read=node.proc_read)
     assert 'nothing to audit' in e.value.msg
     with pytest.raises(MasqError) as e:
-        a.audit(node.run, node.find, include_nft='always', proc_read=node.proc_read)
+        audit(node.run, node.find, include_nft='always', proc_read=node.proc_read)
     assert 'include_nft=always' in e.value.msg
     assert node.calls == []
 
 
 def test_collect_nft_only_node():
     node = FakeNode(['nft'], {'nft': data('netavark.json')})
-    res = a.audit(node.run, node.find, proc_read=node.proc_read)
+    res = audit(node.run, node.find, proc_read=node.proc_read)
     assert node.calls == ['/usr/sbin/nft -j list ruleset']
     assert any('iptables-save not found' in n for n in res['notes'])
     assert {s['owner'] for s in res['sources']} == {'netavark'}
@@ -711,15 +716,15 @@ def test_ours_in_both_iptables_flavours_is_two_policies():
     """The legacy nat table and iptables-nft's are both traversed: our chain
     in each (left behind when the node's iptables moved) is not only ours."""
     legacy = ours_save().replace(HEADER_NFT, '')
-    res = a.analyse([(4, 'nf_tables', HEADER_NFT + ours_save()), (4, 'legacy', legacy)], None)
+    res = analyse([(4, 'nf_tables', HEADER_NFT + ours_save()), (4, 'legacy', legacy)], None)
     assert res['ours_present'] and res['offenders'] == []
     assert res['ours_backends'] == ['iptables'] and res['ours_in'] == ['iptables-legacy', 'iptables-nft']
     assert res['only_ours'] is False
     assert 'our chain is in both the iptables-legacy and the iptables-nft nat table' in res['summary']
-    (line,) = a.offender_lines(res)
+    (line,) = offender_lines(res)
     assert 'iptables-legacy -t nat -X IP-MASQ-AGENT' in line and 'run ipmasq.agent.masq_chain' in line
     # One flavour alone is only ours.
-    res = a.analyse([(4, 'legacy', legacy)], None)
+    res = analyse([(4, 'legacy', legacy)], None)
     assert res['ours_in'] == ['iptables-legacy'] and res['only_ours'] is True
 
 
@@ -732,17 +737,17 @@ def test_ours_in_a_legacy_nat_table_no_tool_can_read_is_not_only_ours(held, only
                     {'iptables --version': 'iptables v1.8.9 (nf_tables)\n', 'iptables-save': HEADER_NFT + ours_save()},
                     proc=['nat'])
     asked = []
-    res = a.audit(node.run, node.find, include_nft='never', proc_read=node.proc_read,
+    res = audit(node.run, node.find, include_nft='never', proc_read=node.proc_read,
                   legacy_chains=lambda family: asked.append(family) or held)
     assert asked == [4] and node.calls == ['/usr/sbin/iptables --version', '/usr/sbin/iptables-save -t nat']
     assert res['ours_present'] and res['only_ours'] is only
     named = [n for n in res['notes'] if 'is in the legacy nat table' in n]
     if only:
-        assert named == [] and a.offender_lines(res) == []
+        assert named == [] and offender_lines(res) == []
     else:
         assert named == ['IPv4: our chain IP-MASQ-AGENT is in the legacy nat table, which packets pass too, and '
                          'iptables-legacy-save is not installed, so its rules were not audited: run '
                          'ipmasq.agent.masq_chain, which fails naming the commands that remove it, or install the '
                          'iptables-legacy tools and audit again.']
-        assert a.offender_lines(res) == named
+        assert offender_lines(res) == named
         assert res['summary'].endswith('; our chain is also in the IPv4 legacy nat table, which was not audited.')

@@ -301,7 +301,7 @@ NFT_TABLE = [{'table': {'family': 'inet', 'name': 'ip-masq-agent'}},
 def _sync(node, choice):
     from ansible_collections.ipmasq.agent.plugins.module_utils._core import sync  # pylint: disable=import-outside-toplevel
     b = backends.Backends(node.run, node.find, choice=choice, proc_read=lambda path: [],
-                          probe=lambda questions: [True for _q in questions])
+                          probe=lambda questions: [[] if q[0] == 'tables' else True for q in questions])
     return sync.sync(POL, b, check_mode=True)
 
 
