@@ -61,6 +61,12 @@ def chain_msg(result, check_mode):
             changed.append(_did(check_mode, table, 'removed', 'remove'))
     elif nft.get('managed'):
         steady.append('%s in place' % table)
+    # Ours under another chain name (a renamed chain), removed in the same run.
+    for key, name in FAMILIES:
+        for other in (result.get(key) or {}).get('others') or []:
+            changed.append(_did(check_mode, '%s old chain %s' % (name, other.get('chain')), 'removed', 'remove'))
+    for other in nft.get('others') or []:
+        changed.append(_did(check_mode, 'old nftables %s' % other.get('table'), 'removed', 'remove'))
     for other in result.get('other_iptables') or []:
         if other.get('changed'):
             changed.append(_did(check_mode, 'IPv%s ours in %s' % (other.get('family'), other.get('tools')),

@@ -22,6 +22,10 @@ def test_masq_chain_msg_per_family_and_in_check_mode():
                          nftables={'managed': True, 'changed': True, 'table': 'table inet ip-masq-agent'})
     assert _msg.chain_msg(moved, True) == ('IP-MASQ-AGENT: would remove IPv4 chain, '
                                            'would write nftables table inet ip-masq-agent')
+    renamed = chain_result(chain='NEW-SNAT')
+    renamed['ipv4']['others'] = [{'chain': 'IP-MASQ-AGENT', 'chain_exists': True, 'rules': [], 'jumps': []}]
+    assert _msg.chain_msg(renamed, False) == ('NEW-SNAT: IPv4 5 rules written (was 0), '
+                                              'IPv4 old chain IP-MASQ-AGENT removed, IPv6 not managed')
 
 
 def test_daemon_and_role_msgs():
