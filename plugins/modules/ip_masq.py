@@ -12,8 +12,8 @@ module: ip_masq
 short_description: Internal task of the ip_masq role; see ansible-doc -t role ipmasq.agent.ip_masq
 version_added: 1.2.0
 description:
-  - "B(The ip_masq role's internal task, not the role: for the role you want, run
-    C(ansible-doc -t role ipmasq.agent.ip_masq)) (R(the role's documentation,ansible_collections.ipmasq.agent.ip_masq_role))."
+  - "B(The ip_masq role's internal task, not the role.) For the role, run C(ansible-doc -t role ipmasq.agent.ip_masq)
+    (R(the role's documentation,ansible_collections.ipmasq.agent.ip_masq_role))."
   - It takes no options of its own but reads the role's variables (C(ip_masq_*)), so it is only useful inside that
     role; in playbooks use the role, or P(ipmasq.agent.masq_chain#module) and the other modules.
   - "On the controller: checks the role's variables with the collection's core (the rules and messages the modules
