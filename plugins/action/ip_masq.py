@@ -17,6 +17,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible.plugins.loader import lookup_loader
 
+from ansible_collections.ipmasq.agent.plugins.module_utils._msg import role_msg
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._config_file import config_text
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import (
     ROLE_PATH, RoleArgsError, role_args, role_spec,
@@ -138,7 +139,8 @@ class ActionModule(ActionBase):
         typed = dict((name, value) for name, value in args['values'].items() if name.startswith('ip_masq_'))
         if validate_only:
             result.update(changed=False, facts=facts, masq_chain=args['masq_chain'], config=config, settings=typed,
-                          timer=args['timer'], ansible_facts=dict(facts))
+                          timer=args['timer'], ansible_facts=dict(facts),
+                          msg='settings valid (only validated: no node contacted)')
             return result
 
         internal = dict((name, values[name]) for name in ('__ip_masq_xtables_lock', '__ip_masq_writers_lock',
@@ -211,7 +213,8 @@ class ActionModule(ActionBase):
         # node run leaves it out where its daemons part says one does).
         if present and audit != 'skip' and 'chain' in node and selected('audit', run_tags, skip_tags):
             node['audit'] = {'chain': values['ip_masq_chain'], 'ipv6': values['ip_masq_enable_ipv6'],
-                             'allow': values['ip_masq_audit_allow'], 'on_offenders': 'warn' if check else audit}
+                             'allow': values['ip_masq_audit_allow'], 'on_offenders': 'warn' if check else audit,
+                             'advice': 'role'}
 
         parts = sorted(node)
         if node:
@@ -265,4 +268,5 @@ class ActionModule(ActionBase):
                                    if (ran.get(part) or {}).get('changed')]
         result['changed_paths'] = list(files_run.get('changed_paths') or [])
         result.update(steps=steps, facts=facts, masq_chain=args['masq_chain'], parts=parts, settings=typed)
+        result['msg'] = role_msg(ran, steps, check)
         return result

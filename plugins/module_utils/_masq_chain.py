@@ -14,6 +14,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.addresses impor
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backends import Backends, check_backend, diff_text
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import DEFAULTS, POLICY_OPTIONS
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy, validate_chain_name
+from ansible_collections.ipmasq.agent.plugins.module_utils._msg import chain_msg
 
 
 def checked(params):
@@ -43,6 +44,9 @@ def enforce(params, check_mode, diff, run, find):
     backends = Backends(run, find, choice=check_backend(p['backend']))
     result = sync(policy, backends, state=p['state'], check_mode=check_mode,
                   chain=p['chain'], adopt=p['adopt_chain'])
+    # The reason names what it explains (selected_backend); backend_reason is its deprecated name.
+    result['selected_backend_reason'] = result['backend_reason']
+    result['msg'] = chain_msg(result, check_mode)
     if diff:
         result['diff'] = {'before': diff_text(result, 'before'), 'after': diff_text(result, 'after')}
     return result

@@ -35,6 +35,7 @@ import pkgutil
 import shutil
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._msg import code_msg
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import (
     FILE_ERRORS, Failed, Step, dir_steps, not_removed, reason, run as run_steps,
 )
@@ -275,6 +276,18 @@ def _dirs(path):
         current_dir = os.path.join(current_dir, part)
         out.append(current_dir)
     return out
+
+
+def outcome(path, written, removed, check_mode):
+    """``(result, diff)`` of a run of the resync code's part (the
+    ``resync_code`` module, the node run's part): the files written and
+    removed (``removed``: the tree itself for ``state: absent``), and its
+    one-line ``msg``."""
+    result = {'changed': bool(written or removed), 'path': package_dir(path), 'written': written, 'removed': removed}
+    result['msg'] = code_msg(result, check_mode)
+    diff = {'before_header': result['path'], 'after_header': result['path'], 'before': '',
+            'after': ''.join('write %s\n' % n for n in written) + ''.join('remove %s\n' % n for n in removed)}
+    return result, diff
 
 
 def uninstall(path, check_mode=False):

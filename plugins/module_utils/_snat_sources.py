@@ -13,6 +13,7 @@ Standard library only: this file runs on managed nodes.
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.node import audit
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.report import offender_lines
+from ansible_collections.ipmasq.agent.plugins.module_utils._msg import audit_msg
 
 # The module's argument spec (snat_sources, and the role's audit part), and its defaults.
 SPEC = {
@@ -21,6 +22,7 @@ SPEC = {
     'include_nft': {'type': 'str', 'choices': ['auto', 'always', 'never'], 'default': 'auto'},
     'allow': {'type': 'list', 'elements': 'raw', 'default': []},
     'on_offenders': {'type': 'str', 'choices': ['report', 'warn', 'fail'], 'default': 'report'},
+    'advice': {'type': 'str', 'choices': ['module', 'role'], 'default': 'module'},
 }
 DEFAULTS = dict((name, entry['default']) for name, entry in SPEC.items())
 
@@ -33,9 +35,10 @@ def inspect(params, check_mode, diff, run, find):  # pylint: disable=unused-argu
     p = dict(DEFAULTS)
     p.update(params)
     result = audit(run, find, chain=p['chain'], ipv6=p['ipv6'], include_nft=p['include_nft'], allow=p['allow'])
-    problems = [] if result['only_ours'] else offender_lines(result)
+    problems = [] if result['only_ours'] else offender_lines(result, p['advice'], check_mode)
     if problems and p['on_offenders'] == 'fail':
-        raise MasqError('SNAT audit: %s %s' % (result['summary'], ' '.join(problems)), **result)
+        raise MasqError('%s %s' % (audit_msg(result), ' '.join(problems)), **result)
     if problems and p['on_offenders'] == 'warn':
-        result['warnings'] = ['SNAT audit: %s' % result['summary']] + problems
+        result['warnings'] = [audit_msg(result)] + problems
+    result['msg'] = audit_msg(result)
     return result

@@ -142,6 +142,13 @@ EXAMPLES = r'''
 '''
 
 RETURN = r'''
+msg:
+  description: What the run changed (the files edited, the nat rules removed, whether a restart is required), or C(no change);
+    in check mode C(would edit ...).
+  returned: always
+  type: str
+  sample: 'docker: 1 file edited (/etc/docker/daemon.json), restart required'
+  version_added: 1.2.0
 installed:
   description: Whether Docker was found (its unit, or C(dockerd) on C(PATH)). When false nothing was done.
   returned: always

@@ -112,6 +112,13 @@ EXAMPLES = r'''
 '''
 
 RETURN = r'''
+msg:
+  description: What the run changed (the files edited, the nat rules removed, whether a restart is required), or C(no change);
+    in check mode C(would edit ...).
+  returned: always
+  type: str
+  sample: 'flannel: 1 file edited (/etc/systemd/system/flanneld.service.d/ip-masq.conf), restart required'
+  version_added: 1.2.0
 installed:
   description: Whether flanneld has a systemd unit. When false nothing was done.
   returned: always

@@ -9,12 +9,13 @@
 DOCUMENTATION = r'''
 ---
 module: ip_masq
-short_description: The ip_masq role's one task - validate on the controller, then one node run per host
+short_description: Internal task of the ip_masq role; see ansible-doc -t role ipmasq.agent.ip_masq
 version_added: 1.2.0
 description:
-  - B(The ipmasq.agent.ip_masq role's entry task.) It takes no options of its own but reads the role's variables
-    (C(ip_masq_*), see R(the role's documentation,ansible_collections.ipmasq.agent.ip_masq_role)), so it is only
-    useful inside that role; in playbooks use P(ipmasq.agent.masq_chain#module) and the other modules.
+  - "B(The ip_masq role's internal task, not the role.) For the role, run C(ansible-doc -t role ipmasq.agent.ip_masq)
+    (R(the role's documentation,ansible_collections.ipmasq.agent.ip_masq_role))."
+  - It takes no options of its own but reads the role's variables (C(ip_masq_*)), so it is only useful inside that
+    role; in playbooks use the role, or P(ipmasq.agent.masq_chain#module) and the other modules.
   - "On the controller: checks the role's variables with the collection's core (the rules and messages the modules
     use), naming the host and the variable, before any node is touched; renders the agent config file and the
     resync's systemd units from the role's templates."
@@ -67,6 +68,13 @@ EXAMPLES = r'''
 '''
 
 RETURN = r'''
+msg:
+  description: What the node run changed (or would, in check mode), part by part as RV(ipmasq.agent.ip_masq_node#module:msg) says it, then the
+    role's later steps this node still needs (RV(steps)), or C(no change); with O(validate_only), that it only validated.
+  returned: always
+  type: str
+  sample: '1 file written (/etc/ip-masq-agent/config); IP-MASQ-AGENT: IPv4 6 rules written (was 5), IPv6 not managed'
+  version_added: 1.2.0
 steps:
   description: The role's later task files (without C(.yml)) this node still needs, in the order C(tasks/main.yml)
     runs them.

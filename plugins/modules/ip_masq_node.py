@@ -127,6 +127,13 @@ EXAMPLES = r'''
 '''
 
 RETURN = r'''
+msg:
+  description: The messages of the parts that changed (files, resync code, chain; see each module's C(msg)), joined by
+    C(;), or C(no change); in check mode what the run would do.
+  returned: success
+  type: str
+  sample: 'IP-MASQ-AGENT: IPv4 5 rules written (was 0), IPv6 not managed'
+  version_added: 1.2.0
 files:
   description: The result of the files part, as P(ipmasq.agent.node_files#module) returns it; null when not run.
   returned: always
@@ -213,6 +220,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import M
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import module_spec
 from ansible_collections.ipmasq.agent.plugins.module_utils._masq_chain import checked, enforce
 from ansible_collections.ipmasq.agent.plugins.module_utils._module import run_module
+from ansible_collections.ipmasq.agent.plugins.module_utils._msg import node_msg
 from ansible_collections.ipmasq.agent.plugins.module_utils._snat_sources import SPEC as SNAT_SOURCES_SPEC
 # Imported where a part needs them (each import costs every run; most runs
 # need few parts): the files part (_files), the resync code part
@@ -255,14 +263,11 @@ def split_by_table(before, after):
 def code_part(params, check_mode, run):
     # pylint: disable=import-outside-toplevel
     from ansible_collections.ipmasq.agent.plugins.module_utils._core import resync  # noqa: F401 pylint: disable=unused-import
-    from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import install, package_dir, package_sources
+    from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import install, outcome, package_sources
     path = params['path']
     written, removed = install(path, package_sources(), run, params.get('python') or '/usr/bin/python3',
                                check_mode=check_mode)
-    result = {'changed': bool(written or removed), 'path': package_dir(path), 'written': written, 'removed': removed}
-    diff = {'before_header': result['path'], 'after_header': result['path'], 'before': '',
-            'after': ''.join('write %s\n' % n for n in written) + ''.join('remove %s\n' % n for n in removed)}
-    return result, diff
+    return outcome(path, written, removed, check_mode)
 
 
 def chain_params(given, allow_catch_all=False):
@@ -325,7 +330,8 @@ def daemons_part(params, run, find, module):
             continue
         entry = {'would_change': False, 'installed': False, 'messages': [], 'warnings': [], 'error': None}
         try:
-            found = sync(daemon_params(name, options, given), run, find, Writer(module), check_mode=True).module_result()
+            found = sync(daemon_params(name, options, given), run, find, Writer(module),
+                         check_mode=True).module_result(check_mode=True)
         except MasqError as e:
             entry['error'] = e.msg
         except Exception as e:  # pylint: disable=broad-exception-caught
@@ -426,14 +432,17 @@ def node_step(module, run, find):
         # pylint: disable=import-outside-toplevel
         from ansible_collections.ipmasq.agent.plugins.module_utils._audit.report import offender_lines
         from ansible_collections.ipmasq.agent.plugins.module_utils._snat_sources import inspect
-        audited = part('audit', lambda: inspect(audit, check, diff, run, find))
-        result['problems'] = [] if audited['only_ours'] else offender_lines(audited)
+        # Check mode's advice says what this run would do where its policy step would write.
+        would = check and bool((result['chain'] or {}).get('changed'))
+        audited = part('audit', lambda: inspect(audit, would, diff, run, find))
+        result['problems'] = [] if audited['only_ours'] else offender_lines(audited, audit['advice'], would)
         result['audit'] = audited
         done.append('audit')
     for name in done:
         result['warnings'].extend(result[name].pop('warnings', None) or [])
     # A daemon-reload alone is no change (as with systemd_service's daemon_reload): it follows a written unit.
     result['changed'] = any(result[name].get('changed') for name in done)
+    result['msg'] = node_msg(result, check)
     return result
 
 

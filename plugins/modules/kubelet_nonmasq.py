@@ -88,6 +88,13 @@ EXAMPLES = r'''
 '''
 
 RETURN = r'''
+msg:
+  description: What the run changed (the files edited, whether a restart is required), or C(no change); in check mode
+    C(would edit ...).
+  returned: always
+  type: str
+  sample: 'kubelet: no change'
+  version_added: 1.2.0
 installed:
   description: Whether kubelet has a systemd unit. When false nothing was done.
   returned: always

@@ -183,7 +183,7 @@ options:
       - V(auto) keeps a node where it is and picks for a new one. A node with our iptables chain stays on
         iptables; else a node with our nftables table stays on nftables; else (a new node) iptables where
         C(iptables-save) and C(iptables-restore) are installed, nftables where only C(nft) is. The result says
-        which it picked and why (RV(selected_backend), RV(backend_reason)).
+        which it picked and why (RV(selected_backend), RV(selected_backend_reason)).
       - Switching (V(iptables) on a node with our table, V(nftables) on a node with our chain) writes the
         policy in the new backend and removes ours from the old one in the same run. When a step fails, the
         ones already written are undone, so the node keeps the policy it had, in one backend.
@@ -345,6 +345,13 @@ EXAMPLES = r'''
 '''
 
 RETURN = r'''
+msg:
+  description: What changed, per family and table, in one line, or that nothing did; in check mode what the run would
+    do (C(would write ...)).
+  returned: always
+  type: str
+  sample: 'IP-MASQ-AGENT: IPv4 5 rules written (was 0), IPv6 not managed'
+  version_added: 1.2.0
 selected_backend:
   description: Where the policy lives after the run, V(iptables) or V(nftables) (see O(backend)); null with
     O(state=absent).
@@ -352,24 +359,33 @@ selected_backend:
   type: str
   sample: nftables
   version_added: 1.1.0
+selected_backend_reason:
+  description: "Why RV(selected_backend) is where the policy lives, for example C(asked for (backend=iptables)) or
+    C(auto: the node has our iptables chain IP-MASQ-AGENT (IPv4)). It explains RV(selected_backend), not
+    RV(iptables_flavour)."
+  returned: always
+  type: str
+  sample: 'asked for (backend=nftables)'
+  version_added: 1.2.0
 backend_reason:
-  description: "Why that backend, for example C(auto: the node has our iptables chain IP-MASQ-AGENT (IPv4))."
+  description:
+    - Deprecated, the same value as RV(selected_backend_reason) (the reason for RV(selected_backend)); use that name.
   returned: always
   type: str
   sample: 'asked for (backend=nftables)'
   version_added: 1.1.0
 backend:
   description:
-    - The iptables flavour the node's iptables tools use (V(nf_tables) or V(legacy)); null when the run did not read
-      iptables.
-    - Not the O(backend) option (the choice); the name is kept for compatibility. RV(iptables_flavour) is the same
-      value under a clearer name, and RV(selected_backend) is where the policy lives.
+    - Deprecated, the same value as RV(iptables_flavour); use that name.
+    - The iptables flavour the node's iptables tools use (V(nf_tables) or V(legacy)), whatever RV(selected_backend)
+      is; not the O(backend) option (the choice), and not where the policy lives (RV(selected_backend)).
   returned: always
   type: str
   sample: nf_tables
 iptables_flavour:
-  description: The same as RV(backend), named for what it is, the iptables flavour of the node's iptables tools
-    (V(nf_tables) or V(legacy)); null when the run did not read iptables.
+  description: The iptables flavour of the node's iptables tools (V(nf_tables) or V(legacy)), whatever
+    RV(selected_backend) is (an iptables-nft node with the policy in nftables says V(nf_tables)); null when the run
+    did not read iptables.
   returned: always
   type: str
   sample: nf_tables

@@ -141,6 +141,13 @@ EXAMPLES = r'''
 '''
 
 RETURN = r'''
+msg:
+  description: The files written or removed (the first three paths), or C(no change) with the number of files managed; in check
+    mode C(would write ...).
+  returned: always
+  type: str
+  sample: '2 files written (/etc/ip-masq-agent/config, /etc/systemd/system/ip-masq-agent.service)'
+  version_added: 1.2.0
 files:
   description: One entry per path of O(files), then of O(absent), in the order given.
   returned: always

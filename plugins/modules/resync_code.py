@@ -62,6 +62,12 @@ EXAMPLES = r'''
 '''
 
 RETURN = r'''
+msg:
+  description: How many files of the resync code were written or removed, or C(no change); in check mode C(would write ...).
+  returned: always
+  type: str
+  sample: 'resync code in /usr/local/lib/ip-masq-agent/ansible_collections/ipmasq/agent/plugins/module_utils/_core: 41 files written'
+  version_added: 1.2.0
 path:
   description: The package directory.
   returned: always
@@ -90,6 +96,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core import resync  
 from ansible_collections.ipmasq.agent.plugins.module_utils._module import run_module
 from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import (
     install,
+    outcome,
     package_dir,
     package_sources,
     uninstall,
@@ -98,17 +105,12 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import (
 
 def manage(module, run, _find):
     p = module.params
-    result = {'changed': False, 'path': package_dir(p['path']), 'written': [], 'removed': []}
     if p['state'] == 'absent':
-        if uninstall(p['path'], check_mode=module.check_mode):
-            result.update(changed=True, removed=[result['path']])
+        written, removed = [], [package_dir(p['path'])] if uninstall(p['path'], check_mode=module.check_mode) else []
     else:
         written, removed = install(p['path'], package_sources(), run, p['python'], check_mode=module.check_mode)
-        result.update(changed=bool(written or removed), written=written, removed=removed)
-    result['diff'] = {'before_header': result['path'], 'after_header': result['path'], 'before': '',
-                      'after': ''.join('write %s\n' % n for n in result['written'])
-                      + ''.join('remove %s\n' % n for n in result['removed'])}
-    return result
+    result, diff = outcome(p['path'], written, removed, module.check_mode)
+    return dict(result, diff=diff)
 
 
 def main():

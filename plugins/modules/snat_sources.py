@@ -97,6 +97,16 @@ options:
     type: str
     choices: [report, warn, fail]
     default: report
+  advice:
+    description:
+      - Who applies the policy, for the advice in the warnings and the failure message.
+      - V(module) names the module to run (P(ipmasq.agent.masq_chain#module)). V(role) says what the
+        P(ipmasq.agent.ip_masq#role) role does, and in check mode what its run would do (its policy step wrote
+        nothing yet); the role passes it.
+    type: str
+    choices: [module, role]
+    default: module
+    version_added: 1.2.0
 notes:
   - The audit cannot see which addresses are pods; every reachable C(egress) rule that is not ours or
     allowed is reported, because it could rewrite pod traffic before or after our chain does.
@@ -128,6 +138,13 @@ EXAMPLES = r'''
 '''
 
 RETURN = r'''
+msg:
+  description: The audit's one-line summary (RV(summary)), prefixed C(SNAT audit:); the audit only reads, so the same in check
+    mode.
+  returned: always
+  type: str
+  sample: 'SNAT audit: IP-MASQ-AGENT is the only SNAT source for pod traffic.'
+  version_added: 1.2.0
 only_ours:
   description: True when our chain is reached in every audited family and no reachable rule is an offender.
   returned: always

@@ -72,7 +72,7 @@ def test_switching_backend_moves_the_policy_in_one_run_both_ways(make_node, flav
     assert node.state() == NFT_ONLY and node.foreign() == foreign
     res = ok(node.module(backend='auto', **ARGS)['apply1'])
     assert res['changed'] is False and res['selected_backend'] == 'nftables'
-    assert res['backend_reason'] == 'auto: the node has our nftables table inet ip-masq-agent'
+    assert res['selected_backend_reason'] == 'auto: the node has our nftables table inet ip-masq-agent'
 
     # nftables -> iptables: the same, the other way.
     res = node.module(steps=['apply1', 'apply2'], backend='iptables', **ARGS)
@@ -81,7 +81,7 @@ def test_switching_backend_moves_the_policy_in_one_run_both_ways(make_node, flav
     assert node.state() == IPT_ONLY and node.foreign() == foreign
     res = ok(node.module(backend='auto', **ARGS)['apply1'])
     assert res['changed'] is False and res['selected_backend'] == 'iptables'
-    assert res['backend_reason'] == 'auto: the node has our iptables chain %s (IPv4, IPv6)' % CHAIN
+    assert res['selected_backend_reason'] == 'auto: the node has our iptables chain %s (IPv4, IPv6)' % CHAIN
 
 
 # --------------------------------------------------------------------------
@@ -128,7 +128,7 @@ def test_auto_gives_a_new_node_iptables_where_it_is_installed(make_node):
     node = make_node('iptables-nft')
     res = ok(node.module(backend='auto')['apply1'])
     assert res['selected_backend'] == 'iptables'
-    assert res['backend_reason'] == 'auto: a node with neither policy yet, where iptables is installed'
+    assert res['selected_backend_reason'] == 'auto: a node with neither policy yet, where iptables is installed'
     assert node.state() == node.expect()
 
 
@@ -136,7 +136,7 @@ def test_auto_gives_a_node_without_iptables_nftables_and_keeps_it_there(make_nod
     node = make_node('nftables')
     res = ok(node.module(backend='auto', hide=IPTABLES_BINARIES)['apply1'])
     assert res['selected_backend'] == 'nftables'
-    assert res['backend_reason'] == 'auto: a node with neither policy yet, where only nft is installed'
+    assert res['selected_backend_reason'] == 'auto: a node with neither policy yet, where only nft is installed'
     assert node.state()['nft'] == policy_view.nft_expect()
     # iptables installed later: the node stays where it is.
     res = ok(node.module(backend='auto')['apply1'])

@@ -42,6 +42,13 @@ def four_steps(node, tree, module, margs):
         assert res[step]['changed'] is want, (step, res[step].get('messages'), res[step].get('edited'))
     assert res['check1']['edited'] == res['apply1']['edited']
     assert res['apply2']['edited'] == [] and res['apply2']['backups'] == []
+    # One line each: what the run would do (check mode), what it did, then no change.
+    msgs = [res[step]['msg'] for step in FOUR]
+    assert not any('\n' in m for m in msgs), msgs
+    assert msgs[0].startswith(module + ': would ') and msgs[1].startswith(module + ': '), msgs
+    assert 'would' not in msgs[1] and msgs[2] == msgs[3] == module + ': no change', msgs
+    for path in res['apply1']['edited'][:3]:
+        assert path in msgs[0] and path in msgs[1], (path, msgs)
     return res
 
 

@@ -27,6 +27,18 @@ def test_defaults_four_steps_and_exact_rules(pnode):
     assert pnode.state() == pnode.expect()
     apply1, apply2 = res['apply1'], res['apply2']
     assert res['check1']['commands'] == apply1['commands']
+    # One line per run: what changed (check mode: what would), then "no change".
+    n = len(DEFAULT_CHAIN) - 1
+    if pnode.policy == 'iptables':
+        wrote, kept = 'IPv4 %d rules written (was 0), IPv6 not managed' % n, '(IPv4 %d rules, IPv6 not managed)' % n
+        would = 'would write IPv4 %d rules (was 0), IPv6 not managed' % n
+    else:
+        wrote, would = 'nftables table inet ip-masq-agent written', 'would write nftables table inet ip-masq-agent'
+        kept = '(nftables table inet ip-masq-agent in place)'
+    assert [res[step]['msg'] for step in ('check1', 'apply1', 'check2', 'apply2')] == [
+        'IP-MASQ-AGENT: ' + would, 'IP-MASQ-AGENT: ' + wrote,
+        'IP-MASQ-AGENT: no change ' + kept, 'IP-MASQ-AGENT: no change ' + kept]
+    assert apply1['selected_backend_reason'] == apply1['backend_reason'] and apply1['selected_backend_reason']
     if pnode.policy == 'iptables':
         rules = pnode.rules()
         # iptables-save order: chain declaration, POSTROUTING rules, our chain's rules.
@@ -51,8 +63,12 @@ def test_absent_four_steps_removes_everything_and_keeps_foreign_rules(pnode):
     pnode.module(ipv6=True, nonmasquerade_cidrs=['10.0.0.0/8', 'fd00:10::/64'])
     assert pnode.state() == pnode.expect(['10.0.0.0/8'], ['fd00:10::/64'])
     foreign = pnode.foreign()
-    pnode.four_steps(state='absent')
+    res = pnode.four_steps(state='absent')
     assert pnode.state() == {'ipv4': [], 'ipv6': [], 'nft': None}
+    gone = ('IPv4 chain', 'IPv6 chain') if pnode.policy == 'iptables' else ('nftables table inet ip-masq-agent',)
+    assert res['check1']['msg'] == 'IP-MASQ-AGENT: ' + ', '.join('would remove ' + g for g in gone), res['check1']
+    assert res['apply1']['msg'] == 'IP-MASQ-AGENT: ' + ', '.join(g + ' removed' for g in gone), res['apply1']
+    assert res['apply2']['msg'] == 'IP-MASQ-AGENT: no change (IPv4 absent, IPv6 absent)', res['apply2']
     assert pnode.foreign() == foreign
 
 

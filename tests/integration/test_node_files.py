@@ -65,6 +65,7 @@ def test_files_are_written_together_or_not_at_all(tmp_path):
     assert 'chattr -i %s' % second in res['msg'] and res['msg'].endswith('Nothing was changed.')
     res = run(args)
     assert res['changed'] is True and res['changed_paths'] == [first, second, third]
+    assert res['msg'] == '3 files written (%s, %s, %s)' % (first, second, third)
     assert texts([first, second, third]) == {first: 'new a\n', second: 'new b\n', third: 'new c\n'}
 
 

@@ -103,6 +103,14 @@ def test_the_role_four_steps_then_the_resync_repairs_then_absent(pnode, tmp_path
         '  - 10.30.0.0/16\nmasqLinkLocal: false\nmasqLinkLocalIPv6: false\nresyncInterval: 60s\ncidrLimit: 64\n')
     assert node.state() == {'ipv4': [], 'ipv6': [], 'nft': None}
     assert not os.path.exists(values['ip_masq_config_path'])
+    # One line says what the run would do; the audit (which reads the node as check mode left it) says the
+    # same, and does not send the user to a module the role runs for them.
+    node_run = [res for name, res in tasks if name.endswith(NODE_TASK)][0]
+    assert '\n' not in node_run['msg'] and 'would write' in node_run['msg'], node_run['msg']
+    assert 'IP-MASQ-AGENT: would write ' in node_run['msg'], node_run['msg']
+    problems = node_run['audit'] and node_run.get('problems') or []
+    assert problems and all('this run would apply it' in p for p in problems), problems
+    assert 'run ipmasq.agent.masq_chain' not in repr(tasks)
 
     changed = run(node, values)
     assert 'Apply the SNAT policy' in ' '.join(changed), changed
@@ -115,7 +123,9 @@ def test_the_role_four_steps_then_the_resync_repairs_then_absent(pnode, tmp_path
         'ip-masq-agent.path', 'ip-masq-agent.service', 'ip-masq-agent.timer']
 
     assert run(node, values, check_mode=True) == []
-    assert run(node, values) == []
+    rc, tasks = netlab.playbook(node.ns, PLAYBOOK, extra_vars=values, backend=node.backend)
+    assert rc == 0 and not [name for name, res in tasks if res.get('changed') or res.get('failed')], tasks
+    assert [res['msg'] for name, res in tasks if name.endswith(NODE_TASK)] == ['no change']
 
     # The node-side resync, as systemd starts it (--backend from the role), repairs drift on its own.
     if node.policy == 'iptables':

@@ -183,11 +183,12 @@ def test_only_ours_and_kube_proxy(node):
     nft_load(node, ['kube_proxy'])
     rc, res = audit_unchanged(node, on_offenders='fail')
     assert rc != 0 and not res['ours_present']
-    assert 'no MASQUERADE of IP-MASQ-AGENT is reached from POSTROUTING' in res['msg']
+    assert 'no MASQUERADE of IP-MASQ-AGENT is reached from POSTROUTING; run ipmasq.agent.masq_chain.' in res['msg']
     node.module()
     rc, res = audit_unchanged(node, on_offenders='fail')
     assert rc == 0 and res['only_ours']
     assert res['summary'] == 'IP-MASQ-AGENT is the only SNAT source for pod traffic; 3 other rules allowed: kube-proxy (3).'
+    assert res['msg'] == 'SNAT audit: ' + res['summary']
 
 
 def test_our_chain_under_another_name_and_a_leftover(node):
@@ -356,6 +357,15 @@ def test_role_audit_step_fail_warn_and_check_mode(nft_node):
     assert rc == 0 and res['only_ours'] and res['chain'] == 'IP-MASQ-AGENT'
     rc, res = role_audit(nft_node, ip_masq_audit='fail', ip_masq_audit_allow=['docker'], ip_masq_chain='OTHER')
     assert rc != 0 and not res['ours_present']
+    # The role's audit says what the role does (in check mode: what the run would do), never which module to run.
+    assert "IPv4: no MASQUERADE of OTHER is reached from POSTROUTING; the role's policy step (tag ip_masq_chain) " \
+        'applies it' in res['msg'], res['msg']
+    rc, res = role_audit(nft_node, check_mode=True, ip_masq_audit='fail', ip_masq_audit_allow=['docker'],
+                         ip_masq_chain='OTHER')
+    assert rc == 0 and res['warnings'][1] == (
+        'IPv4: no MASQUERADE of OTHER is reached from POSTROUTING; this run would apply it (check mode: nothing was '
+        'written yet).'), res['warnings']
+    assert 'run ipmasq.agent.masq_chain' not in res['msg'] + ' '.join(res['warnings'])
     assert snapshot(nft_node) == before
 
 

@@ -85,22 +85,52 @@ def summary(sources, offenders, ours_by_family, chain, ours_backends=()):
     return '; '.join(parts) + '.'
 
 
-def offender_lines(result):
-    """One line per problem, for warnings and the failure message."""
+# Who applies the policy, in the advice of offender_lines: the module a
+# playbook runs, the ip_masq role, or the role in check mode (whose policy
+# step wrote nothing: the audit reads the node as it was).
+FIXES = {
+    'module': {
+        'missing': 'run ipmasq.agent.masq_chain.',
+        'both': 'run ipmasq.agent.masq_chain with the backend it belongs in (backend=iptables or nftables); '
+                'it removes ours from the other one.',
+        'flavours': 'run ipmasq.agent.masq_chain, which removes ours from the iptables flavour not on PATH',
+    },
+    'role': {
+        'missing': "the role's policy step (tag ip_masq_chain) applies it; see the audit's sources for a rule "
+                   "that ends POSTROUTING before its jump.",
+        'both': "set ip_masq_backend to the one it belongs in (iptables or nftables): the role's policy step "
+                "removes ours from the other one.",
+        'flavours': "the role's policy step (tag ip_masq_chain) removes ours from the iptables flavour not on PATH",
+    },
+    'check': {
+        'missing': 'this run would apply it (check mode: nothing was written yet).',
+        'both': "this run's policy step would remove ours from the backend ip_masq_backend does not pick "
+                "(check mode: nothing was written yet).",
+        'flavours': "this run's policy step would remove ours from the iptables flavour not on PATH "
+                    "(check mode: nothing was written yet)",
+    },
+}
+
+
+def offender_lines(result, advice='module', check_mode=False):
+    """One line per problem, for warnings and the failure message. The
+    advice names what applies the policy: ``module`` (a playbook runs
+    masq_chain) or ``role`` (the ip_masq role; in check mode, what its run
+    would do)."""
+    fix = FIXES['check' if advice == 'role' and check_mode else advice]
     lines = []
     for family, present in sorted(result['ours_by_family'].items()):
         if not present:
-            lines.append('%s: no MASQUERADE of %s is reached from POSTROUTING; run ipmasq.agent.masq_chain.'
-                         % (family.replace('ip', 'IP'), result['chain']))
+            lines.append('%s: no MASQUERADE of %s is reached from POSTROUTING; %s'
+                         % (family.replace('ip', 'IP'), result['chain'], fix['missing']))
     if len(result.get('ours_backends') or ()) > 1:
-        lines.append('our policy is in both iptables (chain %s) and nftables (table inet %s): run '
-                     'ipmasq.agent.masq_chain with the backend it belongs in (backend=iptables or nftables); '
-                     'it removes ours from the other one.' % (result['chain'], result['chain'].lower()))
+        lines.append('our policy is in both iptables (chain %s) and nftables (table inet %s): %s'
+                     % (result['chain'], result['chain'].lower(), fix['both']))
     elif len(_ours_in(result['sources'])) > 1:
+        chain = result['chain']
         lines.append('our chain %s is in both the iptables-legacy and the iptables-nft nat table, and packets pass '
-                     'both: run ipmasq.agent.masq_chain, which removes ours from the iptables flavour not on PATH '
-                     '(or remove it yourself: iptables-legacy -t nat -D POSTROUTING -j %s; iptables-legacy -t nat '
-                     '-F %s; iptables-legacy -t nat -X %s).' % ((result['chain'],) * 4))
+                     'both: %s (or remove it yourself: iptables-legacy -t nat -D POSTROUTING -j %s; iptables-legacy '
+                     '-t nat -F %s; iptables-legacy -t nat -X %s).' % (chain, fix['flavours'], chain, chain, chain))
     lines.extend(n for n in result.get('notes') or [] if LEGACY_NOTE in n)
     for s in result['offenders']:
         lines.append('[%s %s %s: %s] %s: %s -- %s'

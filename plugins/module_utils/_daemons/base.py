@@ -23,6 +23,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups impo
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import Files, check_abs, commit
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.systemd import DEFAULT_UNIT_DIRS, load_unit
 from ansible_collections.ipmasq.agent.plugins.module_utils._files.writer import Writer
+from ansible_collections.ipmasq.agent.plugins.module_utils._msg import daemon_msg
 
 CLI_TIMEOUT = 60
 # The nft families of the daemons' tables, and the address family of each.
@@ -51,14 +52,15 @@ def work(sync):
     """``run_module``'s work for a daemon module's ``sync(params, run, find, writer, check_mode)``."""
     def run(module, run_cmd, find):
         result = sync(module.params, run_cmd, find, Writer(module), check_mode=module.check_mode)
-        return result.module_result()
+        return result.module_result(check_mode=module.check_mode)
     return run
 
 
 class Result:
     """What the three modules return."""
 
-    def __init__(self, state):
+    def __init__(self, state, daemon):
+        self.daemon = daemon
         self.data = {'changed': False, 'installed': False, 'state': state, 'restart_required': False,
                      'edited': [], 'backups': [], 'messages': []}
         self.warnings = []
@@ -77,10 +79,11 @@ class Result:
         self.warnings.append(text)
         self.data['messages'].append(text)
 
-    def module_result(self):
+    def module_result(self, check_mode=False):
         """The dict a module exits with (``run_module`` passes the warnings on
-        and keeps the diff in diff mode only)."""
+        and keeps the diff in diff mode only), with its one-line ``msg``."""
         out = dict(self.data)
+        out['msg'] = daemon_msg(self.daemon, out, check_mode)
         out['warnings'] = self.warnings
         out['diff'] = self.diff
         return out
@@ -94,7 +97,7 @@ def setup(params, owner):
         raise MasqError('unit_dirs: give at least one directory.')
     env_files = [check_abs(p, 'env_files') for p in params.get('env_files') or []]
     backups = Backups(files, params['backup_dir'], owner)
-    return files, unit_dirs, env_files, backups, Result(params['state'])
+    return files, unit_dirs, env_files, backups, Result(params['state'], owner)
 
 
 def managed_unit(files, params, unit_dirs, result, daemon):

@@ -37,6 +37,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction imp
 from ansible_collections.ipmasq.agent.plugins.module_utils._files.inode_flags import flag_words
 from ansible_collections.ipmasq.agent.plugins.module_utils._files.orphans import remove_orphans
 from ansible_collections.ipmasq.agent.plugins.module_utils._files.writer import Writer
+from ansible_collections.ipmasq.agent.plugins.module_utils._msg import files_msg
 
 MODE_RE = re.compile(r'^0?[0-7]{3}$|^[0-7]{4}$')
 DIFF_LIMIT = 65536
@@ -391,6 +392,7 @@ def manage(params, check_mode, diff, run, find, module):  # pylint: disable=unus
         'files': [{key: i[key] for key in ('path', 'state', 'existed', 'exists', 'type', 'changed', 'actions')}
                   for i in items],
     }
+    result['msg'] = files_msg(result, check_mode)
     if diff:
         result['diff'] = [{'before_header': i['path'], 'after_header': i['path'],
                            'before': _text_for_diff(i['before']), 'after': _text_for_diff(i['after'])}

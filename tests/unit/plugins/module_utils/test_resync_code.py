@@ -63,3 +63,26 @@ def test_absent_removes_every_version_and_the_link(tmp_path, sources):
     assert len(os.listdir(_resync_code.versions_dir(lib))) == 2
     assert _resync_code.uninstall(lib) is True
     assert os.listdir(str(tmp_path)) == []
+
+
+def module_run(lib, check_mode, state='present'):
+    """The resync_code module's run, in-process (its options, check mode as Ansible passes it)."""
+    from ansible.module_utils.basic import AnsibleModule  # pylint: disable=import-outside-toplevel
+    from ansible.module_utils.testing import patch_module_args  # pylint: disable=import-outside-toplevel
+    from ansible_collections.ipmasq.agent.plugins.modules import resync_code  # pylint: disable=import-outside-toplevel
+    args = {'path': lib, 'python': sys.executable, 'state': state, '_ansible_check_mode': check_mode}
+    with patch_module_args(args):
+        module = AnsibleModule(argument_spec={'path': {'type': 'path'}, 'python': {'type': 'path'},
+                                              'state': {'type': 'str'}}, supports_check_mode=True)
+    return resync_code.manage(module, make_run(), None)
+
+
+def test_the_module_says_in_one_line_what_it_wrote_would_write_or_removed(tmp_path, sources):
+    lib = str(tmp_path / 'lib')
+    where = 'resync code in %s: ' % _resync_code.package_dir(lib)
+    n = len(sources)
+    msgs = [module_run(lib, check)['msg'] for check in (True, False, True, False)]
+    assert msgs == [where + 'would write %d files' % n, where + '%d files written' % n,
+                    where + 'no change', where + 'no change']
+    assert [module_run(lib, check, 'absent')['msg'] for check in (True, False, False)] == [
+        where + 'would be removed', where + 'removed', where + 'no change']

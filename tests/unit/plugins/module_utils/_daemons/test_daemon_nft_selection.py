@@ -227,7 +227,7 @@ def pick_docker(ts):
 
 def test_one_transaction_for_both_families(private_lock):
     nft = FakeNft('docker_bridges_ipv6')
-    result = base.Result('present')
+    result = base.Result('present', 'docker')
     removed = base.remove_nft_rules(nft.run, nft.find, pick_docker, False, result)
     assert len(removed) == 2 and result['removed_rules'] == removed and result['changed'] is True
     (batch,) = nft.loads
@@ -236,21 +236,21 @@ def test_one_transaction_for_both_families(private_lock):
 
 def test_check_mode_runs_no_transaction(private_lock):
     nft = FakeNft('docker_bridges_ipv6')
-    result = base.Result('present')
+    result = base.Result('present', 'docker')
     removed = base.remove_nft_rules(nft.run, nft.find, pick_docker, True, result)
     assert len(removed) == 2 and result['changed'] is True and nft.loads == []
 
 
 def test_nothing_to_remove_runs_no_transaction(private_lock):
     nft = FakeNft('flannel')
-    result = base.Result('present')
+    result = base.Result('present', 'docker')
     assert base.remove_nft_rules(nft.run, nft.find, pick_docker, False, result) == []
     assert result['changed'] is False and result['removed_rules'] == [] and nft.loads == []
 
 
 def test_appends_to_what_iptables_removed(private_lock):
     nft = FakeNft('docker_bridges_ipv6')
-    result = base.Result('present')
+    result = base.Result('present', 'docker')
     result['removed_rules'] = ['IPv4: -A POSTROUTING -s 192.168.0.0/24 ! -o br-dummy -j MASQUERADE']
     base.remove_nft_rules(nft.run, nft.find, pick_docker, False, result)
     assert len(result['removed_rules']) == 3 and result['removed_rules'][0].startswith('IPv4: -A POSTROUTING')
@@ -258,7 +258,7 @@ def test_appends_to_what_iptables_removed(private_lock):
 
 def test_failed_transaction_says_what_was_removed_before(private_lock):
     nft = FakeNft('docker_bridges_ipv6', fail_load='Error: Could not process rule: No such file or directory')
-    result = base.Result('present')
+    result = base.Result('present', 'docker')
     with pytest.raises(MasqError) as e:
         base.remove_nft_rules(nft.run, nft.find, pick_docker, False, result)
     assert 'No such file or directory' in e.value.msg and 'No part of the nft transaction was applied' in e.value.msg
@@ -271,11 +271,11 @@ def test_failed_transaction_says_what_was_removed_before(private_lock):
 
 
 def test_no_nft_or_an_unreadable_ruleset_removes_nothing(private_lock):
-    result = base.Result('present')
+    result = base.Result('present', 'docker')
     assert base.remove_nft_rules(None, lambda name: None, pick_docker, False, result) == []
     assert result['messages'] == ['nft not found; no nftables table checked.']
     nft = FakeNft('docker_bridges_ipv6', fail_list='Error: Operation not supported')
-    result = base.Result('present')
+    result = base.Result('present', 'docker')
     assert base.remove_nft_rules(nft.run, nft.find, pick_docker, False, result) == []
     assert nft.loads == [] and result['changed'] is False
     assert len(result.warnings) == 1 and 'Operation not supported' in result.warnings[0]

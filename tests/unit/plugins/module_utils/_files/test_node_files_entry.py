@@ -17,9 +17,14 @@ def test_a_partial_params_dict_is_enough(tmp_path):
     params = {'files': [{'path': path, 'content': 'x\n'}], 'query': [str(tmp_path / 'missing')]}
     res = node_files.manage(params, True, True, None, None, module())
     assert res['changed'] is True and res['changed_paths'] == [path] and not (tmp_path / 'a').exists()
+    assert res['msg'] == 'would write 1 file (%s)' % path
     assert res['diff'] == [{'before_header': path, 'after_header': path, 'before': '', 'after': 'x\n'}]
     res = node_files.manage(params, False, False, None, None, module())
     assert 'diff' not in res and res['existing'] == [path] and res['queried'][0]['type'] is None
+    assert res['msg'] == '1 file written (%s)' % path
     assert open(path).read() == 'x\n' and oct((tmp_path / 'a').stat().st_mode & 0o777) == '0o755'
     res = node_files.manage(params, False, False, None, None, module())
-    assert res['changed'] is False and res['changed_paths'] == []
+    assert res['changed'] is False and res['changed_paths'] == [] and res['msg'] == 'no change (1 file)'
+    res = node_files.manage({'absent': [path]}, True, False, None, None, module())
+    assert res['msg'] == 'would remove 1 file (%s)' % path
+    assert node_files.manage({'absent': [path]}, False, False, None, None, module())['msg'] == '1 file removed (%s)' % path
