@@ -241,7 +241,7 @@ def test_ours_not_reached_without_its_jump():
     assert not res['ours_present'] and not res['only_ours'] and res['offenders'] == []
     assert 'masquerades nothing in IPv4' in res['summary']
     assert offender_lines(res) == ['IPv4: no MASQUERADE of IP-MASQ-AGENT is reached from POSTROUTING; '
-                                     'run ipmasq.agent.masq_chain.']
+                                   'run ipmasq.agent.masq_chain.']
 
 
 def test_ipv6_needs_ours_in_both_families():
@@ -254,7 +254,7 @@ def test_ipv6_needs_ours_in_both_families():
 
 def test_ipv6_flannel_is_an_ipv6_offender():
     res = analyse([(4, 'nf_tables', ours_save()), (6, 'nf_tables', merge(data('flannel6.save'), ours_save(6)))],
-                    None, ipv6=True)
+                  None, ipv6=True)
     assert [(s['family'], s['owner']) for s in res['offenders']] == [('ipv6', 'flannel')] * 2
     assert res['ours_present'] and not res['only_ours']
 
@@ -738,7 +738,7 @@ def test_ours_in_a_legacy_nat_table_no_tool_can_read_is_not_only_ours(held, only
                     proc=['nat'])
     asked = []
     res = audit(node.run, node.find, include_nft='never', proc_read=node.proc_read,
-                  legacy_chains=lambda family: asked.append(family) or held)
+                legacy_chains=lambda family: asked.append(family) or held)
     assert asked == [4] and node.calls == ['/usr/sbin/iptables --version', '/usr/sbin/iptables-save -t nat']
     assert res['ours_present'] and res['only_ours'] is only
     named = [n for n in res['notes'] if 'is in the legacy nat table' in n]
