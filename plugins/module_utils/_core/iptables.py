@@ -4,6 +4,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 #
 # NOTE: private to the ipmasq.agent collection; not a public API.
+#
+# One file over 500 lines on purpose: the read -> plan -> verified write of
+# one family, and (issue 26) the look for ours under another chain name that
+# the same plan removes in the same restore; splitting the plan from the
+# write it frames would put one transaction in two files.
 """The iptables backend: the policy as the nat chain IP-MASQ-AGENT and its
 POSTROUTING jump, exactly as the Kubernetes ip-masq-agent writes them.
 
