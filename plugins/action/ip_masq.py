@@ -8,8 +8,6 @@ role's templates there, then run ipmasq.agent.ip_masq_node once on the node
 
 import os
 
-import yaml
-
 from ansible import constants as C
 from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_text
@@ -20,7 +18,7 @@ from ansible.plugins.loader import lookup_loader
 from ansible_collections.ipmasq.agent.plugins.module_utils._msg import role_msg
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._config_file import config_text
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import (
-    ROLE_PATH, RoleArgsError, role_args, role_spec,
+    ROLE_PATH, RoleArgsError, role_args, role_defaults, role_spec,
 )
 
 NODE_MODULE = 'ipmasq.agent.ip_masq_node'
@@ -74,17 +72,6 @@ def selected(part, run_tags, skip_tags):
     if any(tag in skip_tags for tag in tags):
         return False
     return 'all' in run_tags or 'tagged' in run_tags or any(tag in run_tags for tag in tags)
-
-
-_DEFAULTS = {}
-
-
-def role_defaults(role_path):
-    """The role's defaults/main.yml (for the action run outside the role), read once per process."""
-    if role_path not in _DEFAULTS:
-        with open(os.path.join(role_path, 'defaults', 'main.yml'), 'rb') as handle:
-            _DEFAULTS[role_path] = yaml.load(handle, Loader=getattr(yaml, 'CSafeLoader', yaml.SafeLoader))
-    return _DEFAULTS[role_path]
 
 
 class ActionModule(ActionBase):

@@ -35,10 +35,17 @@ def enforce(params, check_mode, diff, run, find):
     result dict, with ``diff`` (one before/after of our chains and table)
     when ``diff`` is true; raises MasqError before anything is written when
     the policy or the node's state is refused."""
+    p, policy = checked(params)
+    return apply_checked(p, policy, check_mode, diff, run, find)
+
+
+def apply_checked(p, policy, check_mode, diff, run, find):
+    """:func:`enforce` for options and a policy that :func:`checked` made
+    already (a caller that checks before anything else is written builds the
+    Policy once)."""
     # Imported here: sync pulls in every backend, which a caller that only
     # validates does not need.
     from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import sync  # pylint: disable=import-outside-toplevel
-    p, policy = checked(params)
     if policy is not None:
         check_snat_local(policy)    # the node holds the snat_to addresses, before anything is read
     backends = Backends(run, find, choice=check_backend(p['backend']))

@@ -218,7 +218,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.cidrs import guard_nonmasq_cidrs
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import module_spec
-from ansible_collections.ipmasq.agent.plugins.module_utils._masq_chain import checked, enforce
+from ansible_collections.ipmasq.agent.plugins.module_utils._masq_chain import apply_checked, checked
 from ansible_collections.ipmasq.agent.plugins.module_utils._module import run_module
 from ansible_collections.ipmasq.agent.plugins.module_utils._msg import node_msg
 from ansible_collections.ipmasq.agent.plugins.module_utils._snat_sources import SPEC as SNAT_SOURCES_SPEC
@@ -274,7 +274,9 @@ def chain_params(given, allow_catch_all=False):
     """The chain part's options typed by masq_chain's own spec (the options
     table) and checked by the core as masq_chain checks them, and its CIDR
     lists as the role's controller checks them, before any part of the run
-    writes anything: a string never reaches a boolean."""
+    writes anything: a string never reaches a boolean. Returns
+    ``(options, policy)`` as ``_masq_chain.checked`` makes them: the chain
+    part applies that policy, built once."""
     result = ArgumentSpecValidator(module_spec()).validate(dict(given))
     if result.error_messages:
         raise MasqError('chain: %s. Nothing was changed.' % '; '.join(result.error_messages), failed_part='chain')
@@ -286,10 +288,9 @@ def chain_params(given, allow_catch_all=False):
                                     keep_duplicates=params['rule_format'] == 'upstream')
             for name in ('exception_cidrs', 'masquerade_cidrs', 'source_cidrs'):
                 guard_nonmasq_cidrs(params[name], allow_catch_all=True, name=name)
-        checked(params)
+        return checked(params)
     except MasqError as e:
         raise MasqError(_nothing_changed(e.msg), failed_part='chain') from None
-    return params
 
 
 def audit_params(given):
@@ -409,12 +410,12 @@ def node_step(module, run, find):
             part('daemon_reload', reload)
     result['tools'] = {'iptables': bool(find('iptables-restore')), 'nft': bool(find('nft'))}
     if chain is not None:
-        backend = chain.get('backend') or 'auto'
-        needed = chain.get('state', 'present') == 'present' and not any(find(tool) for tool in NEEDS[backend])
+        options, policy = chain
+        needed = options['state'] == 'present' and not any(find(tool) for tool in NEEDS[options['backend']])
         if needed:
             result['packages_needed'] = True
         else:
-            applied = part('chain', lambda: enforce(chain, check, diff, run, find))
+            applied = part('chain', lambda: apply_checked(options, policy, check, diff, run, find))
             chain_diff = applied.pop('diff', None)
             if chain_diff:
                 result['diff'].extend(split_by_table(chain_diff['before'], chain_diff['after']))

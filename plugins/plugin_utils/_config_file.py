@@ -13,13 +13,10 @@ from __future__ import annotations
 import json
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import OPTIONS
+from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import LIST_FACTS
 
 HEADER = "# The Kubernetes ip-masq-agent config schema: the same file the upstream agent reads.\n"
 EXTENSIONS_HEADER = "# Extensions of ipmasq.agent: the upstream agent ignores these keys.\n"
-# The normalised list (role_args' facts) each list key is written from.
-LIST_FACTS = {'nonmasquerade_cidrs': '__ip_masq_cidrs', 'exception_cidrs': '__ip_masq_exceptions',
-              'masquerade_cidrs': '__ip_masq_masquerade', 'source_cidrs': '__ip_masq_sources',
-              'snat_to': '__ip_masq_snat_to'}
 
 
 def _scalar(value):

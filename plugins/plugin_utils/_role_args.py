@@ -81,21 +81,30 @@ class RoleArgsError(AnsibleError):
 # The role's folder in this collection (the action may run outside the role).
 ROLE_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), 'roles', 'ip_masq')
 ENTRY_POINT = 'ip_masq'
-_SPECS = {}
+_READ = {}
+
+
+def _role_file(role_path, *parts):
+    """A YAML file of the role, read once per process."""
+    path = os.path.join(role_path, *parts)
+    if path not in _READ:
+        with open(path, 'rb') as handle:
+            _READ[path] = yaml.load(handle, Loader=getattr(yaml, 'CSafeLoader', yaml.SafeLoader))
+    return _READ[path]
 
 
 def role_spec(role_path=ROLE_PATH):
     """The options of the role's argument spec (meta/argument_specs.yml,
-    entry point ip_masq), without their documentation; read once per process."""
-    path = os.path.join(role_path, 'meta', 'argument_specs.yml')
-    if path not in _SPECS:
-        with open(path, 'rb') as handle:
-            data = yaml.load(handle, Loader=getattr(yaml, 'CSafeLoader', yaml.SafeLoader))
-        options = data['argument_specs'][ENTRY_POINT]['options']
-        _SPECS[path] = dict((name, dict((key, value) for key, value in entry.items()
-                                        if key in ('type', 'elements', 'default', 'choices')))
-                            for name, entry in options.items())
-    return _SPECS[path]
+    entry point ip_masq), without their documentation."""
+    options = _role_file(role_path, 'meta', 'argument_specs.yml')['argument_specs'][ENTRY_POINT]['options']
+    return dict((name, dict((key, value) for key, value in entry.items()
+                            if key in ('type', 'elements', 'default', 'choices')))
+                for name, entry in options.items())
+
+
+def role_defaults(role_path=ROLE_PATH):
+    """The role's defaults/main.yml (for the action run outside the role)."""
+    return _role_file(role_path, 'defaults', 'main.yml')
 
 
 # How the one-line type messages name what a variable must be.
@@ -200,9 +209,13 @@ def _touches(cidr, kept):
                for low, high in merge(cidr_interval(c, family) for c in kept if cidr_family(c) == family))
 
 
-_LISTS = (('__ip_masq_cidrs', 'ip_masq_nonmasquerade_cidrs'), ('__ip_masq_exceptions', 'ip_masq_exception_cidrs'),
-          ('__ip_masq_masquerade', 'ip_masq_masquerade_cidrs'), ('__ip_masq_sources', 'ip_masq_source_cidrs'),
-          ('__ip_masq_snat_to', 'ip_masq_snat_to'))
+# The normalised list (a fact of the result) of each list option, in the
+# order they are checked; the config file and masq_chain's arguments are
+# written from these.
+LIST_FACTS = {'nonmasquerade_cidrs': '__ip_masq_cidrs', 'exception_cidrs': '__ip_masq_exceptions',
+              'masquerade_cidrs': '__ip_masq_masquerade', 'source_cidrs': '__ip_masq_sources',
+              'snat_to': '__ip_masq_snat_to'}
+_LISTS = tuple((fact, role_variable(option)) for option, fact in LIST_FACTS.items())
 
 
 def _normalise(values, problems):
@@ -375,13 +388,10 @@ def _core_checks(values, problems):
 
 def _masq_chain_args(values, facts):
     """masq_chain's arguments, typed (the default list and a null random_fully left out: the module's default)."""
-    lists = {'nonmasquerade_cidrs': '__ip_masq_cidrs', 'exception_cidrs': '__ip_masq_exceptions',
-             'masquerade_cidrs': '__ip_masq_masquerade', 'source_cidrs': '__ip_masq_sources',
-             'snat_to': '__ip_masq_snat_to'}
     args = {}
     for name in _MODULE_OPTIONS:
-        if name in lists:
-            args[name] = facts[lists[name]]
+        if name in LIST_FACTS:
+            args[name] = facts[LIST_FACTS[name]]
         elif name != 'state':
             args[name] = values[role_variable(name)]
     if facts['__ip_masq_default_list']:

@@ -132,6 +132,12 @@ def test_values_the_node_refused_are_converted_once_on_the_controller(nft_node, 
     rc, one, _names = role(nft_node, values)
     assert rc == 0, one.get('msg')
     assert one['chain']['changed'] is True
+    rules = policy_view.ours(nft_node.rules(4))     # the node's own nat table, not the result
+    assert any(' -j MASQUERADE' in line for line in rules), rules
+    if 'ip_masq_to_ports' in extra:
+        assert any('--to-ports 1024' in line for line in rules), rules
+    if 'ip_masq_out_interfaces' in extra:
+        assert any(' -o 5 ' in line for line in rules), rules
     rc, one, _names = role(nft_node, values)
     assert rc == 0 and one['changed'] is False
 

@@ -20,7 +20,6 @@ from ipmasq_lab.role_forms import given_forms
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import iptables_rules, resync
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import POLICY_OPTIONS
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy
-from ansible_collections.ipmasq.agent.plugins.module_utils._masq_chain import checked
 from ansible_collections.ipmasq.agent.plugins.modules.ip_masq_node import chain_params
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._config_file import config_text
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import role_args
@@ -48,8 +47,7 @@ def controller(values):
 
 
 def node_policy(masq_chain, allow_catch_all):
-    params = chain_params(json.loads(json.dumps(masq_chain)), allow_catch_all)     # the module arguments' trip
-    return checked(params)[1]
+    return chain_params(json.loads(json.dumps(masq_chain)), allow_catch_all)[1]     # the module arguments' trip
 
 
 def resync_policy(checked_args):
@@ -86,7 +84,8 @@ def test_the_checked_the_applied_and_the_resynced_policy_are_one(case):
 
 def test_the_node_never_reads_a_string_as_a_boolean():
     """The chain part types every option with masq_chain's spec: "false" is false."""
-    params = chain_params({'masq_link_local': 'false', 'ipv6': 'no', 'random_fully': 'False', 'cidr_limit': '64',
-                           'to_ports': '1024,2000'})
+    given = {'masq_link_local': 'false', 'ipv6': 'no', 'random_fully': 'False', 'cidr_limit': '64',
+             'to_ports': '1024,2000'}
+    params, _policy = chain_params(given)
     assert params['masq_link_local'] is False and params['ipv6'] is False and params['random_fully'] is False
     assert params['cidr_limit'] == 64 and params['to_ports'] == ['1024', '2000']

@@ -69,59 +69,64 @@ def _message(seq, msg_type, family, attrs, flags=NLM_F_REQUEST):
             + _u32(seq) + _u32(0) + payload)
 
 
+def _replies(sock, seq, rounds=100000):
+    """The kernel's messages answering ``seq``, in order, as ``(type, data,
+    offset, length)``; last ``(None, ...)`` when the socket closed or sent a
+    malformed message. Bounded: a dump sends a table per message, at most."""
+    for _round in range(rounds):
+        data = sock.recv(65536)
+        if not data:
+            break
+        offset = 0
+        while offset + HEADER_SIZE <= len(data):
+            length = _int(data, offset, 4)
+            if length < HEADER_SIZE:
+                yield None, data, offset, length
+                return
+            if _int(data, offset + 8, 4) == seq:
+                yield _int(data, offset + 4, 2), data, offset, length
+            offset += (length + 3) & ~3
+    yield None, b'', 0, 0
+
+
+def _error_code(data, offset):
+    return -_int(data, offset + HEADER_SIZE, 4, signed=True)
+
+
 def _names(sock, seq):
     """The NFTA_TABLE_NAME of every table a dump sends, until NLMSG_DONE;
     None on an error other than 'nothing there'."""
     names = []
-    for _batch in range(100000):                # bounded: a kernel sends a table per message, at most
-        data = sock.recv(65536)
-        if not data:
+    for msg_type, data, offset, length in _replies(sock, seq):
+        if msg_type is None:
             return None
-        offset = 0
-        while offset + HEADER_SIZE <= len(data):
-            length = _int(data, offset, 4)
-            msg_type = _int(data, offset + 4, 2)
-            if length < HEADER_SIZE:
+        if msg_type == NLMSG_DONE:
+            return names
+        if msg_type == NLMSG_ERROR:
+            return [] if _error_code(data, offset) in _ABSENT else None
+        at, end = offset + HEADER_SIZE + 4, offset + length      # after struct nfgenmsg
+        while at + 4 <= end:
+            size, kind = _int(data, at, 2), _int(data, at + 2, 2) & 0x3FFF
+            if size < 4:
                 return None
-            if _int(data, offset + 8, 4) == seq:
-                if msg_type == NLMSG_DONE:
-                    return names
-                if msg_type == NLMSG_ERROR:
-                    code = -_int(data, offset + HEADER_SIZE, 4, signed=True)
-                    return [] if code in _ABSENT else None
-                at, end = offset + HEADER_SIZE + 4, offset + length      # after struct nfgenmsg
-                while at + 4 <= end:
-                    size, kind = _int(data, at, 2), _int(data, at + 2, 2) & 0x3FFF
-                    if size < 4:
-                        return None
-                    if kind == NFTA_TABLE_NAME:
-                        names.append(data[at + 4:at + size].split(b'\0', 1)[0].decode('utf-8', 'replace'))
-                    at += (size + 3) & ~3
-            offset += (length + 3) & ~3
+            if kind == NFTA_TABLE_NAME:
+                names.append(data[at + 4:at + size].split(b'\0', 1)[0].decode('utf-8', 'replace'))
+            at += (size + 3) & ~3
     return None
 
 
 def _answer(sock, seq):
     """True (the kernel sent the object), False (it does not exist), None (another error)."""
-    while True:
-        data = sock.recv(65536)
-        if not data:
+    for msg_type, data, offset, _length in _replies(sock, seq):
+        if msg_type is None:
             return None
-        offset = 0
-        while offset + HEADER_SIZE <= len(data):
-            length = _int(data, offset, 4)
-            msg_type = _int(data, offset + 4, 2)
-            reply_seq = _int(data, offset + 8, 4)
-            if length < HEADER_SIZE:
-                return None
-            if reply_seq == seq:
-                if msg_type != NLMSG_ERROR:
-                    return True
-                code = -_int(data, offset + HEADER_SIZE, 4, signed=True)
-                if code == 0:
-                    return True
-                return False if code in _ABSENT else None
-            offset += (length + 3) & ~3
+        if msg_type != NLMSG_ERROR:
+            return True
+        code = _error_code(data, offset)
+        if code == 0:
+            return True
+        return False if code in _ABSENT else None
+    return None
 
 
 def exist(questions):
