@@ -48,16 +48,7 @@ Standard library only: this file runs on managed nodes.
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import nfnetlink
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Node, NodeReading
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_flavours import (  # noqa: F401 pylint: disable=unused-import
-    FLAVOUR_TOOLS,
-    FLAVOURS,
-    NFT_FAMILIES,
-    IptablesLegacy,
-    IptablesNft,
-    flavoured_find,
-    held_message,
-    tool_name as _tool,
-)
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_flavours import IptablesLegacy, IptablesNft
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_iptables import IptablesOnPath
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_nftables import Nftables
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
@@ -74,19 +65,6 @@ REGISTRY = (
     IptablesNft,
 )
 BACKENDS = ('auto',) + tuple(b.name for b in REGISTRY if b.writes)
-
-
-class CompatReading(NodeReading):
-    """A :class:`backend.NodeReading` that also answers to the names the
-    callers knew before ``backend.py`` (``nft_table``)."""
-
-    @property
-    def nft_table(self):
-        state = self.of.get('nftables')
-        return state.table if state is not None else None
-
-
-Reading = CompatReading     # the name before backend.py (what one run read of every backend)
 
 
 def check_backend(choice):
@@ -115,7 +93,7 @@ class Backends:
 
     def read(self, policy, chain=None):
         chain = policy.chain if policy is not None else validate_chain_name(chain)
-        reading = CompatReading(chain)
+        reading = NodeReading(chain)
         if policy is None:
             looked = []                                 # state=absent: ours goes from every backend
             why = 'absent'

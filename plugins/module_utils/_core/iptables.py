@@ -338,9 +338,6 @@ class IptablesReading:
         self.plans = {}         # family -> FamilyPlan, filled by plan()
 
 
-Reading = IptablesReading     # the name before backend.py (tests use it)
-
-
 class IptablesBackend:
     """The policy in iptables; see the module docstring."""
 

@@ -72,10 +72,10 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.golang import (
     parse_bool,
     parse_duration_ns,
 )
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_layout import RuleLimitError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import (
     DEFAULT_CHAIN,
     Policy,
-    RuleLimitError,
     parse_to_ports,
     validate_chain_name,
 )
