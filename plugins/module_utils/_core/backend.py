@@ -37,7 +37,6 @@ class Node:
         self.find = find
         self.proc_read = proc_read
         self.probe = probe
-        self.backends = {}      # name -> Backend of this run (filled by backends.Backends)
 
 
 class NodeReading:
@@ -48,23 +47,56 @@ class NodeReading:
         self.selected = None
         self.reason = None
         self.of = {}            # backend name -> what that backend read (its own object)
-        self.shared = {}        # facts backends of one kind share within a run (the iptables flavours)
+        self._shared = {}       # class -> its one object of this run (share)
 
     def select(self, backend, reason):
         self.selected, self.reason = backend, reason
 
+    def share(self, cls):
+        """The one ``cls()`` of this run: what a family of backends read
+        together (``backend_iptables.IptablesShared`` for the iptables
+        flavours), made on first ask.  Its class is its key: each family
+        owns its class, with named attributes."""
+        found = self._shared.get(cls)
+        if found is None:
+            found = self._shared[cls] = cls()
+        return found
+
 
 class Backend:
-    """The interface.  ``writes``: the policy can live here (a value of the
-    module's ``backend`` option); a backend that does not write is only
-    looked in, for ours to remove."""
+    """The interface: every member any caller uses, each with its contract.
+    A member without a default (``NotImplementedError``) is what a backend
+    must write; the rest have one that fits a simple backend.
 
-    name = None
-    writes = True
+    The registry (``backends.Backends``) calls, per run: ``read`` (asked
+    for) or ``candidate`` -> ``holds_ours`` -> ``ours_text`` and
+    ``new_home`` -> ``before_other_home`` (auto); ``look`` on every other
+    backend, then ``after_look`` on all; ``plan_present`` / ``plan_absent``;
+    ``report``.  The consumers of a run's result ask the backend for its own
+    words: ``diff_text`` (diff mode), ``msg_parts`` (the one-line message),
+    ``log_lines`` / ``in_sync_text`` / ``drift_words`` (the resync's journal),
+    ``rules_in_place`` / ``drift_kinds`` / ``metric_help`` (the metrics),
+    ``drift_report`` (the SNAT report).  The role asks for ``tool``,
+    ``tool_key`` and ``packages``; the daemons' clean-up for ``removal``;
+    the SNAT audit for ``audit_read``."""
+
+    # -- what it is ----------------------------------------------------------
+
+    name = None             # the module's ``backend`` choice (a writer), the result's ``selected_backend``
+    writes = True           # the policy can live here; else it is only looked in, for ours to remove
     audit_rank = None       # the SNAT audit's order (None: the audit does not read this backend)
+    installed_text = None   # auto's reason for a new node: ``'auto: ... where <installed_text>'``
+    tool = None             # a writer: the program whose presence means it can write here (the role checks it)
+    tool_key = None         # the key of ``tool`` in ip_masq_node's ``tools`` result (None: the name)
+    packages = ()           # a writer: ``((os_family, min_major_version, package), ...)``, the first that fits
+    #                         the node (``('', 0, ...)`` fits every node): what installs ``tool``
+    drift_kinds = ()        # a writer: the kinds of its plans' actions (the metric's ``kind`` labels), in order
+    metric_help = None      # a writer: how the ``rules`` metric counts it, in words (``rules_in_place``)
 
     def __init__(self, node):
         self.node = node
+
+    # -- reading -------------------------------------------------------------
 
     def available(self):
         """Whether the tools this backend needs are installed."""
@@ -73,6 +105,11 @@ class Backend:
     def state(self, reading):
         """What this backend read in ``reading`` (None: not read)."""
         return reading.of.get(self.name)
+
+    def was_read(self, reading):
+        """Whether this run read this backend (a ``read``, a ``candidate``
+        or a ``look`` that asked its tools)."""
+        return self.state(reading) is not None
 
     def holds_ours(self, reading):
         """After a read or a look: whether ours is there."""
@@ -86,6 +123,24 @@ class Backend:
         """Read what writing ``policy`` here needs (this backend was chosen)."""
         raise NotImplementedError
 
+    def candidate(self, reading, policy, tolerate):
+        """auto: read, where this backend is available, enough to tell
+        whether ours is here (``holds_ours``).  ``tolerate``: a backend
+        before this one was read, so a failure to read this one may be a
+        note rather than an error."""
+        if self.available():
+            self.read(reading, policy)
+
+    def new_home(self, reading):
+        """auto, a node with ours in no backend: whether the policy can go
+        here (the first writer that says so gets it; ``read`` follows when
+        ``was_read`` is still false)."""
+        return self.available()
+
+    def before_other_home(self, reading):
+        """auto gave a new node another backend: raise MasqError when
+        something of ours here could then be neither kept nor removed."""
+
     def look(self, reading, why):
         """Read ours, to remove it: another backend was chosen (``why``:
         ``'asked'`` or ``'auto'``) or ``state=absent`` (``why`` ``'absent'``)."""
@@ -93,6 +148,8 @@ class Backend:
 
     def after_look(self, reading):
         """Called once every backend has looked (an error that needs them all)."""
+
+    # -- planning ------------------------------------------------------------
 
     def plan_present(self, reading, policy, adopt):
         """The steps that write ``policy`` here (each with its undo)."""
@@ -104,11 +161,73 @@ class Backend:
         ``undo``: each step can be taken back where this backend can."""
         raise NotImplementedError
 
+    def removal(self, select):
+        """The daemons' clean-up of rules that are not ours (a daemon's
+        masquerading): ``(read, plan)`` for ``sync.locked``, which the
+        registry runs under the writers' lock (``backends.Backends.remove``);
+        None where this backend's tools are not installed.  What ``select``
+        is given and returns is this backend's own (see its class)."""
+        return None
+
+    def missing_text(self):
+        """Why ``removal`` found nothing to read (its tools are missing), as
+        the daemons' result says it."""
+        return '%s not found; nothing checked.' % self.name
+
+    # -- the result ----------------------------------------------------------
+
+    def report(self, reading, plan, policy, state, result):
+        """Add this backend's keys, commands and warnings to the module's
+        ``result``; returns warnings to add after every backend's own."""
+        raise NotImplementedError
+
     @staticmethod
     def rules_in_place(result, policy):
         """``{family: rules}`` of ours in place after a run that chose this
         backend, from its ``result`` (the ``rules`` metric)."""
         return {}
+
+    @staticmethod
+    def diff_text(result, which):
+        """Diff mode: what this backend's keys of ``result`` show of ours,
+        ``which`` ``'before'`` or ``'after'`` the run, as text ('' for none)."""
+        return ''
+
+    @staticmethod
+    def msg_parts(result, check_mode, present):
+        """The one-line message's words for this backend: ``(changed,
+        steady, later)`` lists (``later``: removals said after every
+        backend's ``changed``, ours under another name)."""
+        return [], [], []
+
+    @staticmethod
+    def log_lines(result):
+        """The resync's debug lines: what this backend wrote (its tools' input)."""
+        return []
+
+    @staticmethod
+    def in_sync_text(result):
+        """The resync's verbose line when nothing was written and this
+        backend holds the policy: ``in sync: <this>; nothing written.``"""
+        return 'in sync: %s (%s); nothing written.' % (result.get('selected_backend'),
+                                                       result.get('selected_backend_reason'))
+
+    @staticmethod
+    def drift_words(result, action, said):
+        """The rules a rewrite ``action`` of this backend puts back or takes
+        out, in words ('' for an action that is not this backend's, or one
+        said already: ``said`` records what was)."""
+        return ''
+
+    @staticmethod
+    def drift_report(result):
+        """The SNAT report: ``(drift, words)`` of a ``masq_chain`` result
+        that chose this backend: whether the run rewrote ours here
+        (``'missing'``, ``'drifted'`` or None), and the rules it put back or
+        took out, in words."""
+        return None, []
+
+    # -- the SNAT audit --------------------------------------------------------
 
     def audit_read(self, view, family):
         """The SNAT audit's reading, never a change (``view.run`` refuses
@@ -116,8 +235,3 @@ class Backend:
         backend's nat rules of ``family`` (4 or 6), or with ``family`` None
         those that belong to no family (``view.iptables``,
         ``view.ruleset``)."""
-
-    def report(self, reading, plan, policy, state, result):
-        """Add this backend's keys, commands and warnings to the module's
-        ``result``; returns warnings to add after every backend's own."""
-        raise NotImplementedError

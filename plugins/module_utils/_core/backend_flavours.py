@@ -22,6 +22,7 @@ Standard library only: this file runs on managed nodes.
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import xtables_kernel
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Backend
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_iptables import IptablesShared
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend, ours_elsewhere, others_before
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_rules import jump_spec
@@ -102,28 +103,6 @@ class IptablesFlavour(Backend):
     def read(self, reading, policy):
         raise MasqError('%s: the policy is written with the iptables tools on PATH.' % self.name)
 
-    def _path(self, reading):
-        """The flavour of the iptables tools on PATH: from what they printed,
-        or None (not read; ``_path_version`` then asks them)."""
-        shared = reading.shared
-        if 'iptables_path' not in shared:
-            path = None
-            ipt = reading.of.get('iptables')
-            if ipt is not None and ipt.ipt is not None:
-                for _family, table in sorted(ipt.ipt.tables.items()):
-                    if table.backend:
-                        path = table.backend
-                        break
-            shared['iptables_path'] = path
-        return shared['iptables_path']
-
-    def _path_version(self, reading):
-        """The flavour of the iptables tools on PATH, from ``iptables
-        --version`` ('' when there is none, or it cannot say)."""
-        path = self.node.backends['iptables'].iptables.tools[4].version(strict=False)[1] or ''
-        reading.shared['iptables_path'] = path
-        return path
-
     def _maybe_held(self, chain):
         """The families whose nat table of this flavour may hold ``chain``:
         family -> True (the kernel says so) or None (a legacy nat table
@@ -138,17 +117,18 @@ class IptablesFlavour(Backend):
         Without them, a chain of ours the kernel holds there is an error
         naming where it is and how to remove it (``after_look``); where the
         kernel cannot say, a warning."""
-        if reading.shared.get('iptables_nowhere'):
+        shared = reading.share(IptablesShared)
+        if shared.nowhere:
             return      # the iptables backend asked: no chain of ours in any iptables nat table
         st = self.state(reading)
-        held = reading.shared.setdefault('iptables_held', [])
-        path = self._path(reading)
+        held = shared.held
+        path = shared.path_flavour
         if self.flavour == path:
             return
         maybe = self._maybe_held(reading.chain)
         if not maybe:
             return
-        if path is None and self.flavour == self._path_version(reading):
+        if path is None and self.flavour == shared.known_path_flavour(self.node):
             return
         other = IptablesBackend(self.node.run, flavoured_find(self.node.find, self.flavour, maybe))
         for family in sorted(maybe):
@@ -176,7 +156,7 @@ class IptablesFlavour(Backend):
             st.other, st.ipt = other, ipt
 
     def after_look(self, reading):
-        held = reading.shared.get('iptables_held')
+        held = reading.share(IptablesShared).held
         if held:
             raise MasqError(held_message(reading.chain, held))
 

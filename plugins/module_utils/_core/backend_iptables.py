@@ -15,7 +15,7 @@ Standard library only: this file runs on managed nodes.
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Backend
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend, ours_elsewhere
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import legacy_nat_exists
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import Tools, legacy_nat_exists
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import FAMILIES
 
 NOT_FOUND = 'iptables-save/iptables-restore not found: no iptables chain to remove.'
@@ -29,12 +29,44 @@ class IptablesState:
         self.note = None        # why iptables was not read
 
 
+class IptablesShared:
+    """What the iptables backends (the tools on PATH, ``IptablesOnPath``, and
+    the flavours, ``backend_flavours.py``) read together in one run; each
+    reaches it with ``reading.share(IptablesShared)``."""
+
+    def __init__(self):
+        self.path_flavour = None    # the flavour of the tools on PATH, once known ('' when they cannot say)
+        self.nowhere = False        # the kernel holds no chain of ours in any iptables nat table
+        self.held = []              # (flavour, family): ours held in a flavour whose tools are not installed
+
+    def known_path_flavour(self, node):
+        """The flavour of the tools on PATH: from what they printed when
+        read, else from ``iptables --version`` ('' when there is none, or it
+        cannot say); asked once per run."""
+        if self.path_flavour is None:
+            self.path_flavour = Tools(4, node.run, node.find).version(strict=False)[1] or ''
+        return self.path_flavour
+
+
 class IptablesOnPath(Backend):
     """The policy in iptables, with the tools on PATH."""
 
     name = 'iptables'
     installed_text = 'iptables is installed'
     audit_rank = 0
+    tool = 'iptables-restore'
+    tool_key = 'iptables'
+    packages = (('RedHat', 9, 'iptables-nft'), ('', 0, 'iptables'))
+    drift_kinds = (
+        'chain_missing',        # our chain was not there (created, with its rules)
+        'chain_rules',          # the chain's rules differed (rewritten)
+        'jump_missing',         # no POSTROUTING jump to the chain (added)
+        'jump_wrong',           # a jump to the chain of another form (replaced)
+        'jump_duplicate',       # more than one jump (the others removed)
+        'jump_position',        # jump_position first, and the jump was not first (moved)
+        'chain_unwanted',       # our chain in a family the policy does not manage (removed)
+    )
+    metric_help = "iptables: the chain's rules and its POSTROUTING jump"
 
     def __init__(self, node):
         Backend.__init__(self, node)
@@ -58,7 +90,12 @@ class IptablesOnPath(Backend):
         return self.state(reading).ipt is not None
 
     def _read(self, reading, policy):
-        self.state(reading).ipt = self.iptables.read(policy, reading.chain)
+        ipt = self.state(reading).ipt = self.iptables.read(policy, reading.chain)
+        shared = reading.share(IptablesShared)
+        for _family, table in sorted(ipt.tables.items()):
+            if table.backend:
+                shared.path_flavour = table.backend
+                break
 
     def holds_ours(self, reading):
         return bool(self._holding(reading))
@@ -81,11 +118,6 @@ class IptablesOnPath(Backend):
 
     def read(self, reading, policy):
         self._read(reading, policy)
-
-    def candidate(self, reading, policy, tolerate):
-        """auto: read where the tools are installed."""
-        if self.available():
-            self._read(reading, policy)
 
     def new_home(self, reading):
         """auto, a node with neither policy: whether the policy can go here."""
@@ -113,7 +145,7 @@ class IptablesOnPath(Backend):
         if self.was_read(reading):
             return
         if not self._look_for_chain(reading):
-            reading.shared['iptables_nowhere'] = True
+            reading.share(IptablesShared).nowhere = True
 
     def _look_for_chain(self, reading):
         """Another backend chosen: whether iptables holds a chain of ours too.

@@ -140,12 +140,6 @@ class Nftables(Backend):
                 raise
             self.state(reading).note = 'nft could not list the ruleset (%s).' % e.msg.rstrip('.')
 
-    def new_home(self, reading):
-        return self.nft.available
-
-    def before_other_home(self, reading):
-        pass
-
     def _step(self, plan, undo=None, kinds=None):
         self.nft.commands.append(' '.join(self.nft.argv()) + '  # the transaction')
         return Step('nftables', plan.actions, lambda commands=plan.commands: self.nft.load(commands), undo,

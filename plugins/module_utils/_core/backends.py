@@ -83,11 +83,11 @@ class Backends:
         self.choice = check_backend(choice)
         self.node = Node(run, find, proc_read or read_proc, probe or nfnetlink.exist)
         self.all = [cls(self.node) for cls in REGISTRY]
-        self.node.backends = dict((b.name, b) for b in self.all)
+        self.by_name = dict((b.name, b) for b in self.all)
         self.writers = [b for b in self.all if b.writes]
 
     def get(self, name):
-        return self.node.backends[name]
+        return self.by_name[name]
 
     # -- reading -----------------------------------------------------------
 
