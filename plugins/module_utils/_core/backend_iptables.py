@@ -186,6 +186,17 @@ class IptablesOnPath(Backend):
             return []
         return list(self.iptables.plan(ipt, None, reading.chain, adopt, strict=strict, undo=undo).steps)
 
+    def removal(self, select):
+        """``select(family, table) -> (rules, chains)`` picks from each
+        family's nat table (``iptables_save.NatTable``, as the tools on PATH
+        read it); one ``iptables-restore --noflush`` per family removes them."""
+        if not self.available():
+            return None
+        return self.iptables.removal(select)
+
+    def missing_text(self):
+        return 'iptables-save/iptables-restore not found; no rules checked.'
+
     @staticmethod
     def rules_in_place(result, policy):
         """The chain's rules and its jump, per managed family."""

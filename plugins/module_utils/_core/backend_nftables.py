@@ -26,7 +26,14 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_rules 
     table_label,
     table_name,
 )
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import Step
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import Plan, Step
+
+
+class _PicksStep(Step):
+    """The one transaction of a ``removal``: its actions already say where."""
+
+    def described(self):
+        return list(self.actions)
 
 
 class NftState:
@@ -160,6 +167,36 @@ class Nftables(Backend):
             return []
         st.plan = remove_others(plan_absent(st.table, st.name, adopt, strict=strict), st.others)
         return [self._step(st.plan)] if st.plan.changed else []
+
+    def removal(self, select):
+        """``select(tables) -> [(text, commands)]`` picks from the node's
+        ruleset (``tables``: ``nft_json.NftTable`` by ``(family, name)``, as
+        ``NftTools.ruleset`` reads it); the libnftables JSON ``commands`` of
+        every pick go in one atomic ``nft -j -f -`` transaction, whose
+        actions are the picks' texts.  The reading is ``(tables, None)``, or
+        ``(None, why)`` when nft cannot list the ruleset (nothing removed)."""
+        if not self.available():
+            return None
+        tools = self.nft
+
+        def read():
+            try:
+                return tools.ruleset(), None
+            except MasqError as e:
+                return None, e.msg
+
+        def plan(reading):
+            tables = reading[0]
+            picked = select(tables) if tables is not None else None
+            if not picked:
+                return Plan()
+            commands = [command for _text, cmds in picked for command in cmds]
+            return Plan([_PicksStep('nft', [text for text, _cmds in picked], lambda: tools.load(commands))])
+
+        return read, plan
+
+    def missing_text(self):
+        return 'nft not found; no nftables table checked.'
 
     def audit_read(self, view, family):
         """The whole ruleset: every nft table, not only ours."""

@@ -55,6 +55,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import M
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_rules import diff_text as ipt_diff_text, others_text, sub_declarations
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import read_proc
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import validate_chain_name
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import locked as sync_locked
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import Plan
 
 # The registry: every backend, in the order they are tried (auto), planned and reported.
@@ -156,6 +157,21 @@ class Backends:
             for step in writes:
                 step.undo = None
         return Plan(writes + removals)
+
+    # -- the daemons' clean-up ---------------------------------------------
+
+    def remove(self, name, select, check_mode=False, locked=None):
+        """Remove what ``select`` picks of backend ``name``'s rules (its
+        ``removal``: a daemon's masquerading, never ours), read, planned
+        and written under the writers' lock by ``locked`` (default
+        ``sync.locked``; check mode: read and planned only).  Returns
+        ``(reading, plan)``, or None where that backend's tools are not
+        installed (its ``missing_text`` says so)."""
+        found = self.get(name).removal(select)
+        if found is None:
+            return None
+        read, plan = found
+        return (locked or sync_locked)(read, plan, check_mode=check_mode)
 
     # -- the result --------------------------------------------------------
 
