@@ -92,9 +92,21 @@ class Backend:
     #                         the node (``('', 0, ...)`` fits every node): what installs ``tool``
     drift_kinds = ()        # a writer: the kinds of its plans' actions (the metric's ``kind`` labels), in order
     metric_help = None      # a writer: how the ``rules`` metric counts it, in words (``rules_in_place``)
+    result_keys = ()        # a writer: its keys of the result that carry a ``drift`` (the SNAT report's ``chain_drift``)
+    diff_rank = 50          # the order of ``diff_text``'s sections (lowest first; the registry's order among equals)
 
     def __init__(self, node):
         self.node = node
+
+    @classmethod
+    def package(cls, os_family, major):
+        """The package that installs ``tool`` on a node of ``os_family``
+        (``ansible_facts['os_family']``) and major version ``major``; None
+        for a backend without one."""
+        for family, since, name in cls.packages:
+            if family in ('', os_family) and major >= since:
+                return name
+        return None
 
     # -- reading -------------------------------------------------------------
 
@@ -193,11 +205,17 @@ class Backend:
         ``which`` ``'before'`` or ``'after'`` the run, as text ('' for none)."""
         return ''
 
+    @classmethod
+    def holds_policy(cls, result):
+        """A writer: whether ``result`` says the policy lives here after the run."""
+        return cls.writes and result.get('state', 'present') == 'present' and result.get('selected_backend') == cls.name
+
     @staticmethod
-    def msg_parts(result, check_mode, present):
+    def msg_parts(result, check_mode, present, elsewhere):
         """The one-line message's words for this backend: ``(changed,
         steady, later)`` lists (``later``: removals said after every
-        backend's ``changed``, ours under another name)."""
+        backend's ``changed``, ours under another name); ``present``: state
+        present; ``elsewhere``: another backend holds the policy."""
         return [], [], []
 
     @staticmethod

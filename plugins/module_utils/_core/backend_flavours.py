@@ -25,9 +25,10 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_iptables import IptablesShared
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend, ours_elsewhere, others_before
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_rules import jump_spec
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_rules import jump_spec, others_text, sub_declarations
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import TOOLS, Tools, legacy_nat_exists
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import FAMILIES
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.result_words import did
 
 # The iptables flavours (as iptables-save names them) and their own tools' prefix.
 FLAVOURS = (('legacy', 'iptables-legacy'), ('nf_tables', 'iptables-nft'))
@@ -87,6 +88,7 @@ class IptablesFlavour(Backend):
 
     writes = False
     flavour = None
+    diff_rank = 1
 
     def available(self):
         return True
@@ -199,6 +201,37 @@ class IptablesFlavour(Backend):
                 result['commands'].extend(st.other.tools[family].commands)
         result['warnings'].extend(st.notes)
         return []
+
+    @classmethod
+    def _entries(cls, result):
+        """This flavour's entries of ``other_iptables``."""
+        return [entry for entry in result.get('other_iptables') or []
+                if entry.get('family') in FAMILIES and entry.get('tools') == tool_name(cls.flavour, entry['family'])]
+
+    @classmethod
+    def diff_text(cls, result, which):
+        """Ours in this flavour: there before, gone after when this run removes it."""
+        text = ''
+        for entry in cls._entries(result):
+            if not (entry.get('chain_exists') or entry.get('jumps') or entry.get('others')):
+                continue
+            text += '# %s nat (IPv%d), the iptables flavour not on PATH\n' % (entry['tools'], entry['family'])
+            if which == 'before' or not entry.get('changed'):
+                lines = list(entry.get('jumps') or [])
+                if entry.get('chain_exists'):
+                    lines.append(':%s - [0:0]' % result['chain'])
+                lines.extend(sub_declarations(entry.get('rules') or [], result['chain']))
+                lines.extend(entry.get('rules') or [])
+                lines.extend(others_text(entry.get('others')))
+                text += ''.join(line + '\n' for line in lines)
+        return text
+
+    @classmethod
+    def msg_parts(cls, result, check_mode, present, elsewhere):
+        """``IPv4 ours in iptables-legacy removed``, after every backend's own."""
+        later = [did(check_mode, 'IPv%s ours in %s' % (entry.get('family'), entry.get('tools')), 'removed', 'remove')
+                 for entry in cls._entries(result) if entry.get('changed')]
+        return [], [], later
 
 
 class IptablesLegacy(IptablesFlavour):

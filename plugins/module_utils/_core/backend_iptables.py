@@ -12,11 +12,14 @@ looks in the other one).
 Standard library only: this file runs on managed nodes.
 """
 
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import drift as rule_drift
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Backend
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend, ours_elsewhere
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import Tools, legacy_nat_exists
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_rules import diff_text
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import TOOLS, Tools, legacy_nat_exists
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import FAMILIES
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.result_words import did, plural
 
 NOT_FOUND = 'iptables-save/iptables-restore not found: no iptables chain to remove.'
 
@@ -67,6 +70,8 @@ class IptablesOnPath(Backend):
         'chain_unwanted',       # our chain in a family the policy does not manage (removed)
     )
     metric_help = "iptables: the chain's rules and its POSTROUTING jump"
+    result_keys = ('ipv4', 'ipv6')
+    diff_rank = 0
 
     def __init__(self, node):
         Backend.__init__(self, node)
@@ -227,3 +232,80 @@ class IptablesOnPath(Backend):
         # 'backend' is the flavour of the iptables tools on PATH (kept for compatibility): the same, named clearly.
         result['iptables_flavour'] = keys['backend']
         return []
+
+    # -- the consumers' words (backend.Backend) ----------------------------------
+
+    @staticmethod
+    def holds_policy(result):
+        return any((result.get('ipv%d' % family) or {}).get('managed') for family in FAMILIES)
+
+    @staticmethod
+    def diff_text(result, which):
+        """The chain and its jumps per family, in ``iptables-save`` form."""
+        return diff_text(result, which)
+
+    @staticmethod
+    def msg_parts(result, check_mode, present, elsewhere):
+        """``IPv4 5 rules written (was 0)``, ``IPv6 not managed``; ``IPv4 old chain X removed`` later."""
+        changed, steady, later = [], [], []
+        for family in FAMILIES:
+            name = 'IPv%d' % family
+            side = result.get('ipv%d' % family) or {}
+            rules = len(side.get('rules') or [])
+            if side.get('managed') and present:
+                if side.get('changed'):
+                    was = len((side.get('before') or {}).get('rules') or [])
+                    changed.append(did(check_mode, '%s %s' % (name, plural(rules, 'rule')), 'written', 'write',
+                                       ' (was %d)' % was))
+                else:
+                    steady.append('%s %s' % (name, plural(rules, 'rule')))
+            elif side.get('changed'):
+                changed.append(did(check_mode, '%s chain' % name, 'removed', 'remove'))
+            elif not elsewhere:
+                steady.append(('%s not managed' if present else '%s absent') % name)
+        # Ours under another chain name (a renamed chain), removed in the same run.
+        for family in FAMILIES:
+            for other in (result.get('ipv%d' % family) or {}).get('others') or []:
+                later.append(did(check_mode, 'IPv%d old chain %s' % (family, other.get('chain')), 'removed', 'remove'))
+        return changed, steady, later
+
+    @staticmethod
+    def log_lines(result):
+        """The ``iptables-restore`` input per family."""
+        out = []
+        for family in FAMILIES:
+            payload = (result.get('ipv%d' % family) or {}).get('restore_input')
+            if payload:
+                out.append('%s-restore input:\n%s' % (TOOLS[family][0], payload.rstrip('\n')))
+        return out
+
+    @staticmethod
+    def in_sync_text(result):
+        return ('in sync: chain %s and its POSTROUTING jump (%s, iptables %s; %s); nothing written.'
+                % (result['chain'], result['backend'], result['iptables_version'], result['selected_backend_reason']))
+
+    @staticmethod
+    def drift_words(result, action, said):
+        for family in FAMILIES:
+            key = 'ipv%d' % family
+            if not action.startswith('IPv%d: rewrite chain ' % family):
+                continue
+            if key in said:
+                return ''
+            said.add(key)
+            found = (result.get(key) or {}).get('drift')
+            return rule_drift.describe(found) if found else ''
+        return ''
+
+    @staticmethod
+    def drift_report(result):
+        """'missing' when the chain was in no managed family before the run."""
+        families = [result.get('ipv%d' % family) for family in FAMILIES]
+        families = [side if isinstance(side, dict) else {} for side in families]
+        exists = [((f.get('before') or {}).get('chain_exists')) for f in families if f.get('managed')]
+        words = []
+        for family, side in zip(FAMILIES, families):
+            found = side.get('drift')
+            if found and rule_drift.describe(found):
+                words.append('IPv%d chain: %s' % (family, rule_drift.describe(found)))
+        return 'missing' if exists and not any(exists) else 'drifted', words

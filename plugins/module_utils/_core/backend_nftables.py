@@ -16,7 +16,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core import drift as
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Backend
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_tools import NftTools, missing_nft
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables import carries_our_comment, plan_absent, plan_present, remove_others
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables import carries_our_comment, plan_absent, plan_present, remove_others, table_drift
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_rules import (
     CHAIN,
     FAMILY,
@@ -26,6 +26,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_rules 
     table_label,
     table_name,
 )
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.result_words import did
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import Plan, Step
 
 
@@ -54,6 +55,16 @@ class Nftables(Backend):
     name = 'nftables'
     installed_text = 'only nft is installed'
     audit_rank = 3
+    tool = 'nft'
+    tool_key = 'nft'
+    packages = (('', 0, 'nftables'),)
+    drift_kinds = (
+        'table_missing',        # our table was not there (created)
+        'table_rewritten',      # the table differed (replaced whole)
+    )
+    metric_help = 'nftables: the rules of our chain that match the family'
+    result_keys = ('nftables',)
+    diff_rank = 2
 
     def __init__(self, node):
         Backend.__init__(self, node)
@@ -230,7 +241,7 @@ class Nftables(Backend):
                 out['transaction'] = self.nft.batch(nft.commands)
                 if nft.managed and nft.desired is not None:
                     # Which rules and set elements the rewrite puts back or takes out.
-                    out['drift'] = rule_drift.nft_table(nft.table, nft.desired)
+                    out['drift'] = table_drift(nft.table, nft.desired)
             if nft.others:
                 out['others'] = [{'table': table_label(name), 'before': render_live(table)} for name, table in nft.others]
             if nft.note:
@@ -240,3 +251,80 @@ class Nftables(Backend):
             out['note'] = st.note
         result['nftables'] = out
         return late
+
+    # -- the consumers' words (backend.Backend) ----------------------------------
+
+    @staticmethod
+    def holds_policy(result):
+        return bool((result.get('nftables') or {}).get('managed'))
+
+    @staticmethod
+    def diff_text(result, which):
+        """Our table as ``nft list table`` shows it; before the run, also ours under other chain names."""
+        text = ''
+        nft = result.get('nftables') or {}
+        body = nft.get(which)
+        if which == 'after' and not nft.get('managed'):
+            body = None
+        if nft.get('read') or body:
+            text += '# nft list %s\n%s' % (nft.get('table'), body or '')
+        if which == 'before':
+            # Our tables under another chain name: there before, deleted by this run.
+            for other in nft.get('others') or []:
+                text += '# nft list %s (ours under another chain name)\n%s' % (other['table'], other['before'] or '')
+        return text
+
+    @staticmethod
+    def msg_parts(result, check_mode, present, elsewhere):
+        """``nftables table inet x written`` / ``... in place``; ``old nftables table ... removed`` later."""
+        changed, steady = [], []
+        nft = result.get('nftables') or {}
+        table = 'nftables ' + (nft.get('table') or 'table')
+        if nft.get('changed'):
+            if nft.get('managed') and present:
+                changed.append(did(check_mode, table, 'written', 'write'))
+            else:
+                changed.append(did(check_mode, table, 'removed', 'remove'))
+        elif nft.get('managed'):
+            steady.append('%s in place' % table)
+        later = [did(check_mode, 'old nftables %s' % other.get('table'), 'removed', 'remove')
+                 for other in nft.get('others') or []]
+        return changed, steady, later
+
+    @staticmethod
+    def log_lines(result):
+        """The ``nft -j -f -`` transaction."""
+        transaction = (result.get('nftables') or {}).get('transaction')
+        return ['nft -j -f - input:\n%s' % transaction] if transaction else []
+
+    @staticmethod
+    def in_sync_text(result):
+        return ('in sync: %s (nft %s; %s); nothing written.'
+                % (result['nftables']['table'], result['nft_version'], result['selected_backend_reason']))
+
+    @staticmethod
+    def drift_words(result, action, said):
+        if not action.startswith('nftables: rewrite ') or 'nftables' in said:
+            return ''
+        said.add('nftables')
+        found = (result.get('nftables') or {}).get('drift')
+        if not found:
+            return ''
+        words = []
+        if rule_drift.describe(found.get('rules') or {}):
+            words.append('chain %s: %s' % (CHAIN, rule_drift.describe(found['rules'])))
+        for name, change in sorted((found.get('sets') or {}).items()):
+            words.append('set %s: %s' % (name, rule_drift.describe(change)))
+        return '; '.join(words)
+
+    @staticmethod
+    def drift_report(result):
+        """'missing' when our table did not exist before the run."""
+        nft = result.get('nftables') or {}
+        found = (nft.get('drift') if isinstance(nft, dict) else None) or {}
+        words = []
+        if rule_drift.describe(found.get('rules') or {}):
+            words.append('nftables chain %s: %s' % (CHAIN, rule_drift.describe(found['rules'])))
+        for name, change in sorted((found.get('sets') or {}).items()):
+            words.append('nftables set %s: %s' % (name, rule_drift.describe(change)))
+        return 'missing' if not nft.get('exists_before') else 'drifted', words

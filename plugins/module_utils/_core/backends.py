@@ -47,12 +47,11 @@ Standard library only: this file runs on managed nodes.
 """
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import nfnetlink
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Node, NodeReading
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Backend, Node, NodeReading
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_flavours import IptablesLegacy, IptablesNft
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_iptables import IptablesOnPath
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_nftables import Nftables
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_rules import diff_text as ipt_diff_text, others_text, sub_declarations
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import read_proc
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import validate_chain_name
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import locked as sync_locked
@@ -66,6 +65,22 @@ REGISTRY = (
     IptablesNft,
 )
 BACKENDS = ('auto',) + tuple(b.name for b in REGISTRY if b.writes)
+
+
+def writers():
+    """The registered backends the policy can live in (classes), in the registry's order."""
+    return [cls for cls in REGISTRY if cls.writes]
+
+
+def needed_tools(choice):
+    """The tools the ``backend`` ``choice`` needs, any one of them: the
+    writer's own (``tool``), or every writer's for ``auto``."""
+    return tuple(cls.tool for cls in writers() if choice in ('auto', cls.name) and cls.tool)
+
+
+def installed_tools(find):
+    """``{tool_key: installed}`` of every writer's tool (the role's ``tools``)."""
+    return dict((cls.tool_key or cls.name, bool(find(cls.tool))) for cls in writers() if cls.tool)
 
 
 def check_backend(choice):
@@ -184,34 +199,53 @@ class Backends:
             late.extend(backend.report(reading, plan, policy, state, result))
         result['warnings'].extend(late)
         result.update(selected_backend=reading.selected, backend_reason=reading.reason, drift_kinds=plan.kinds)
+        # The reason names what it explains (selected_backend); backend_reason is its deprecated name.
+        result['selected_backend_reason'] = reading.reason
         return result
 
 
 def diff_text(result, which):
-    """Text for diff mode: the iptables chain and jumps per family, then our
-    nftables table as ``nft list table`` shows it, before or after."""
-    text = ipt_diff_text(result, which)
-    for entry in result.get('other_iptables') or []:
-        # Ours in the other iptables flavour: there before, gone after when this run removes it.
-        if not (entry.get('chain_exists') or entry.get('jumps') or entry.get('others')):
-            continue
-        text += '# %s nat (IPv%d), the iptables flavour not on PATH\n' % (entry['tools'], entry['family'])
-        if which == 'before' or not entry.get('changed'):
-            lines = list(entry.get('jumps') or [])
-            if entry.get('chain_exists'):
-                lines.append(':%s - [0:0]' % result['chain'])
-            lines.extend(sub_declarations(entry.get('rules') or [], result['chain']))
-            lines.extend(entry.get('rules') or [])
-            lines.extend(others_text(entry.get('others')))
-            text += ''.join(line + '\n' for line in lines)
-    nft = result.get('nftables') or {}
-    body = nft.get(which)
-    if which == 'after' and not nft.get('managed'):
-        body = None
-    if nft.get('read') or body:
-        text += '# nft list %s\n%s' % (nft.get('table'), body or '')
-    if which == 'before':
-        # Our tables under another chain name: there before, deleted by this run.
-        for other in nft.get('others') or []:
-            text += '# nft list %s (ours under another chain name)\n%s' % (other['table'], other['before'] or '')
-    return text
+    """Text for diff mode, ``which`` ``'before'`` or ``'after'`` the run:
+    each backend's own (``diff_text``), in the order of their ``diff_rank``."""
+    return ''.join(cls.diff_text(result, which) for cls in sorted(REGISTRY, key=lambda cls: cls.diff_rank))
+
+
+def msg_parts(result, check_mode):
+    """The ``masq_chain`` one-line message's words (``_msg.chain_msg``):
+    ``(changed, steady)``, each backend's own (``msg_parts``), registry's
+    order; what each says later (ours under another name) after every
+    backend's ``changed``."""
+    present = result.get('state', 'present') == 'present'
+    changed, steady, later = [], [], []
+    for cls in REGISTRY:
+        elsewhere = any(other.holds_policy(result) for other in REGISTRY if other.writes and other is not cls)
+        c, s, l = cls.msg_parts(result, check_mode, present, elsewhere)
+        changed.extend(c)
+        steady.extend(s)
+        later.extend(l)
+    return changed + later, steady
+
+
+def log_lines(result):
+    """The resync's debug lines of a run that wrote: each backend's tools' input."""
+    return [line for cls in REGISTRY for line in cls.log_lines(result)]
+
+
+def in_sync_text(result):
+    """The resync's verbose line of a run that wrote nothing: the selected backend's."""
+    for cls in REGISTRY:
+        if cls.writes and cls.name == result.get('selected_backend'):
+            return cls.in_sync_text(result)
+    return Backend.in_sync_text(result)
+
+
+def drift_words(result, action, said):
+    """The rules a sync ``result``'s rewrite ``action`` puts back or takes
+    out, as words to follow the action in a log line ('' for any other
+    action); each backend says its own (``drift_words``), once per family or
+    table (``said``, a set, records which ones were)."""
+    for cls in REGISTRY:
+        words = cls.drift_words(result, action, said)
+        if words:
+            return words
+    return ''
