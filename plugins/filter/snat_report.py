@@ -101,7 +101,7 @@ _value:
 from ansible.errors import AnsibleFilterError
 
 # The words of a drift are the resync journal's, each backend's own (drift_report), in the core.
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.backends import REGISTRY
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends
 
 NAME = 'ipmasq.agent.snat_report'
 SOURCE_KEYS = ('owner', 'family', 'backend', 'table', 'chain', 'rule', 'reachable', 'allowed', 'allowed_by', 'ours')
@@ -113,7 +113,7 @@ ON_UNREACHABLE = ('fail', 'ignore')
 def _writer(chain):
     """The backend class of the registry whose result ``chain`` is (the
     selected one, else the one that holds the policy; None: none says so)."""
-    writers = [cls for cls in REGISTRY if cls.writes]
+    writers = backends.writers()
     for cls in writers:
         if cls.name == chain.get('selected_backend'):
             return cls
@@ -135,7 +135,7 @@ def _chain_state(chain):
 def _chain_drift(chain):
     """Which rules each rewrite puts back or takes out (masq_chain's ``drift``), by family or table."""
     out = {}
-    for cls in REGISTRY:
+    for cls in backends.REGISTRY:
         for key in cls.result_keys:
             drift = (chain.get(key) or {}).get('drift') if isinstance(chain.get(key), dict) else None
             if drift:
@@ -145,7 +145,7 @@ def _chain_drift(chain):
 
 def _drift_words(chain):
     """The rules the run put back or took out, in words: each backend's own (``drift_report``)."""
-    return [word for cls in REGISTRY if cls.writes for word in cls.drift_report(chain)[1]]
+    return [word for cls in backends.writers() for word in cls.drift_report(chain)[1]]
 
 
 def _policy_in(sources):

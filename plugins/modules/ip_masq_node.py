@@ -410,7 +410,8 @@ def node_step(module, run, find):
     result['tools'] = installed_tools(find)
     if chain is not None:
         options, policy = chain
-        needed = options['state'] == 'present' and not any(find(tool) for tool in needed_tools(options['backend']))
+        tools = needed_tools(options['backend'])
+        needed = options['state'] == 'present' and bool(tools) and not any(find(tool) for tool in tools)
         if needed:
             result['packages_needed'] = True
         else:
