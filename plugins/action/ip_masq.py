@@ -15,7 +15,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible.plugins.loader import lookup_loader
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.backends import writers
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends
 from ansible_collections.ipmasq.agent.plugins.module_utils._msg import role_msg
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._config_file import config_text
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import (
@@ -170,7 +170,7 @@ class ActionModule(ActionBase):
                     files += [{'path': unit_dir + '/' + name, 'content': self._render(name + '.j2', variables)}
                               for name in UNIT_NAMES]
             if present:
-                query += [path for cls in writers() if cls.tool for path in tool_paths(cls)]
+                query += [path for cls in backends.writers() if cls.tool for path in tool_paths(cls)]
             if not resync_on:
                 query += resync_paths
             node['files'] = {
@@ -228,7 +228,7 @@ class ActionModule(ActionBase):
             # Without the files part (--tags), every step that may be needed runs.
             tools = set(found or [])
             backend = values['ip_masq_backend']
-            has = dict((cls.name, bool(tools & set(tool_paths(cls)))) for cls in writers() if cls.tool)
+            has = dict((cls.name, bool(tools & set(tool_paths(cls)))) for cls in backends.writers() if cls.tool)
             missing = ran.get('packages_needed') or (
                 not any(has.values()) if backend == 'auto' else backend in has and not has[backend])
             if values['ip_masq_install_packages'] and missing:

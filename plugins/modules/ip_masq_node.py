@@ -230,7 +230,6 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._snat_sources import 
 # part (_daemons) and the audit (_audit, _snat_sources' inspect).
 
 
-
 def daemons():
     """The daemons part, in the role's order: each daemon's own module code (its sync function and options)."""
     # pylint: disable=import-outside-toplevel

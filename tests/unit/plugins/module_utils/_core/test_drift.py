@@ -45,7 +45,7 @@ def test_a_repair_log_line_names_each_family_drift_once_and_nothing_else():
     assert backends.drift_words(result, 'nftables: rewrite table inet ip-masq-agent (x)', said) == (
         'chain postrouting: missing `masquerade`; set nonmasq-ipv4: extra `198.51.100.0/24`')
     assert backends.drift_words({'ipv4': {'drift': drift.compare([M, A], [A, M])}},
-                              'IPv4: rewrite chain C (2 rules -> 2 rules)', set()) == 'the same rules in another order'
+                                'IPv4: rewrite chain C (2 rules -> 2 rules)', set()) == 'the same rules in another order'
 
 
 def test_an_nft_rule_whose_anonymous_set_nft_lists_in_its_own_order_is_not_drift():
