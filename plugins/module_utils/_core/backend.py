@@ -21,7 +21,10 @@ The coordinator's loop: the chosen backend reads and writes the policy
 (``read``, ``plan_present``); every other registered backend looks for ours
 (``look``: a cheap question to the kernel first, a tool only when something
 is there) and removes it in the same run (``plan_absent``).  The result is
-what each backend reports (``report``).
+what each backend reports (``report``); every consumer of the result asks
+each backend for its own words (:class:`Backend` lists them all).  Backends
+of one family that read together keep what they share in one object of
+their own class (``reading.share(cls)``), never in string keys.
 
 Standard library only: this file runs on managed nodes.
 """

@@ -31,7 +31,12 @@ the order they are tried, planned and reported: ``iptables``
 (``backend_iptables.py``), ``nftables`` (``backend_nftables.py``), and the
 two iptables flavours, ``iptables-legacy`` and ``iptables-nft``
 (``backend_flavours.py``), which do not write: they only hold ours to remove.
-A backend is new files plus one line here.
+A backend is new files plus one line here (or, for a test's backend, one
+call of :func:`register`): every consumer of a run's result (diff mode,
+the msg, the resync's journal, the metrics, the SNAT report, the role's
+tools and packages) loops over the registry and asks each backend for its
+own words (``backend.Backend``), and the daemons' clean-up of their rules
+goes through :meth:`Backends.remove`.
 
 iptables itself comes in two flavours, each with nat tables of its own in
 the kernel: legacy (x_tables) and iptables-nft (nf_tables).  The tools on
