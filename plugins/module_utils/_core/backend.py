@@ -89,6 +89,7 @@ class Backend:
     writes = True           # the policy can live here; else it is only looked in, for ours to remove
     audit_rank = None       # the SNAT audit's order (None: the audit does not read this backend)
     installed_text = None   # auto's reason for a new node: ``'auto: ... where <installed_text>'``
+    tools_text = None       # a writer: its tools in words, for auto's error when no writer is installed (None: the name)
     tool = None             # a writer: the program whose presence means it can write here (the role checks it)
     tool_key = None         # the key of ``tool`` in ip_masq_node's ``tools`` result (None: the name)
     packages = ()           # a writer: ``((os_family, min_major_version, package), ...)``, the first that fits

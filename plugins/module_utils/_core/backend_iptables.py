@@ -56,6 +56,7 @@ class IptablesOnPath(Backend):
 
     name = 'iptables'
     installed_text = 'iptables is installed'
+    tools_text = 'iptables (iptables-save and iptables-restore)'
     audit_rank = 0
     tool = 'iptables-restore'
     tool_key = 'iptables'

@@ -54,6 +54,7 @@ class Nftables(Backend):
 
     name = 'nftables'
     installed_text = 'only nft is installed'
+    tools_text = 'nft'
     audit_rank = 3
     tool = 'nft'
     tool_key = 'nft'

@@ -169,8 +169,9 @@ class Backends:
                 if not backend.was_read(reading):
                     backend.read(reading, policy)
                 return self.writers
-        raise MasqError('Neither iptables (iptables-save and iptables-restore) nor nft was found on the node; '
-                        'install iptables or nftables. Nothing was changed.')
+        raise MasqError('Neither %s was found on the node; install %s. Nothing was changed.'
+                        % (' nor '.join(b.tools_text or b.name for b in self.writers),
+                           ' or '.join(b.package('', 0) or b.name for b in self.writers)))
 
     # -- planning ----------------------------------------------------------
 
