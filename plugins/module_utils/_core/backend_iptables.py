@@ -35,6 +35,7 @@ class IptablesOnPath(Backend):
     name = 'iptables'
     installed_text = 'iptables is installed'
     audit_rank = 0
+    audit_listings = ((r'ip6?tables-save', ('-t', 'nat')), (r'ip6?tables', ('--version',)))
 
     def __init__(self, node):
         Backend.__init__(self, node)
@@ -166,8 +167,10 @@ class IptablesOnPath(Backend):
 
     def audit_read(self, view, family):
         """The nat table of ``family`` as the tools on PATH show it (their flavour asked first)."""
-        if family is not None:
-            view.iptables(self.iptables.tools[family], family, None)
+        if family is None:
+            return []
+        from ansible_collections.ipmasq.agent.plugins.module_utils._audit.iptables import read_nat     # the audit's reader: loaded by an audit only
+        return read_nat(view, self.name, self.iptables.tools[family], family, None)
 
     def report(self, reading, plan, policy, state, result):
         st = self.state(reading)

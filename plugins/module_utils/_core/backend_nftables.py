@@ -47,6 +47,7 @@ class Nftables(Backend):
     name = 'nftables'
     installed_text = 'only nft is installed'
     audit_rank = 3
+    audit_listings = (('nft', ('-j', 'list', 'ruleset')),)
 
     def __init__(self, node):
         Backend.__init__(self, node)
@@ -169,8 +170,10 @@ class Nftables(Backend):
 
     def audit_read(self, view, family):
         """The whole ruleset: every nft table, not only ours."""
-        if family is None:
-            view.ruleset(self.nft)
+        if family is not None:
+            return []
+        from ansible_collections.ipmasq.agent.plugins.module_utils._audit.nftables import read_ruleset     # the audit's reader: loaded by an audit only
+        return read_ruleset(view, self.name, self.nft)
 
     @staticmethod
     def rules_in_place(result, policy):
