@@ -36,6 +36,14 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save i
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import PROC_TABLES, legacy_nat_exists
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import sub_chain_names
 
+# What removes ours from the flavour whose tools are not on PATH, by who
+# applies the policy (``report.offender_lines``' advice).
+SPLIT_FIX = {
+    'module': 'run ipmasq.agent.masq_chain, which removes ours from the iptables flavour not on PATH',
+    'role': "the role's policy step (tag ip_masq_chain) removes ours from the iptables flavour not on PATH",
+    'check': "this run's policy step would remove ours from the iptables flavour not on PATH "
+             "(check mode: nothing was written yet)",
+}
 REACHABLE_ONLY_TARGETS = ('NETMAP',)   # NETMAP rewrites the source only when reached from POSTROUTING
 GOTO_FLAGS = ('-g', '--goto')
 _HAIRPIN_SET = re.compile(r'LOOP-?BACK|HAIRPIN', re.I)
@@ -242,3 +250,16 @@ def _unread_legacy(view, family, read):
     clause = 'our chain is also in the IPv%d legacy nat table, which was not audited' % family
     return [AuditFinding(FLAVOUR_TOOLS['legacy'], family, FLAVOUR_TOOLS['legacy'], IptablesOnPath.name, None,
                          unread=(note, clause))]
+
+
+def words(chain, advice):
+    """The audit's words for ours in iptables (``backend.Backend.audit_words``):
+    the legacy nat table and iptables-nft's are both traversed, so ours in
+    each is two policies (a chain left behind when the node's iptables moved)."""
+    return {
+        'ours': 'iptables (chain %s)' % chain,
+        'split': 'our chain is in both the iptables-legacy and the iptables-nft nat table',
+        'split_line': ('our chain %s is in both the iptables-legacy and the iptables-nft nat table, and packets pass '
+                       'both: %s (or remove it yourself: iptables-legacy -t nat -D POSTROUTING -j %s; iptables-legacy '
+                       '-t nat -F %s; iptables-legacy -t nat -X %s).' % (chain, SPLIT_FIX[advice], chain, chain, chain)),
+    }

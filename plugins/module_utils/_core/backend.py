@@ -174,6 +174,16 @@ class Backend:
         across its reads (``view.kept``)."""
         return []
 
+    @classmethod
+    def audit_words(cls, chain, advice):
+        """The SNAT audit's words for ours (``chain``) in this backend:
+        ``ours`` names it where ours is in two backends at once.  A backend
+        with several tables that packets all pass (``AuditFinding.place``)
+        adds ``split``, the summary's clause for ours in more than one, and
+        ``split_line``, that problem with what to do for ``advice``
+        (``module``, ``role``, ``check``: who applies the policy)."""
+        return {'ours': cls.name}
+
     def report(self, reading, plan, policy, state, result):
         """Add this backend's keys, commands and warnings to the module's
         ``result``; returns warnings to add after every backend's own."""

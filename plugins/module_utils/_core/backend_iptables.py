@@ -172,6 +172,12 @@ class IptablesOnPath(Backend):
         from ansible_collections.ipmasq.agent.plugins.module_utils._audit.iptables import read_nat     # the audit's reader: loaded by an audit only
         return read_nat(view, self.name, self.iptables.tools[family], family, None)
 
+    @classmethod
+    def audit_words(cls, chain, advice):
+        """Ours in the chain, and in both flavours' nat tables."""
+        from ansible_collections.ipmasq.agent.plugins.module_utils._audit.iptables import words     # the audit's words: loaded by an audit only
+        return words(chain, advice)
+
     def report(self, reading, plan, policy, state, result):
         st = self.state(reading)
         if st.ipt is not None:

@@ -175,6 +175,10 @@ class Nftables(Backend):
         from ansible_collections.ipmasq.agent.plugins.module_utils._audit.nftables import read_ruleset     # the audit's reader: loaded by an audit only
         return read_ruleset(view, self.name, self.nft)
 
+    @classmethod
+    def audit_words(cls, chain, advice):
+        return {'ours': 'nftables (%s)' % table_label(table_name(chain))}
+
     @staticmethod
     def rules_in_place(result, policy):
         """The rules of our chain that can match each family."""
