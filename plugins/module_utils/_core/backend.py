@@ -13,9 +13,12 @@ backend is a :class:`NodeReading`; each backend keeps what it read there,
 under its name (``reading.of[name]``).
 
 The SNAT audit (``_audit/``) reads every backend too, only reading:
-``audit_read`` hands the audit's ``View`` what the backend's own readers
-show of the node's nat rules, once per family and once for what belongs to
-no family; ``audit_rank`` is the order the audit reads and lists them in.
+``audit_read`` returns what the backend's own readers show of the node's
+nat rules as :class:`AuditFinding` objects, once per family and once for
+what belongs to no family; ``audit_rank`` is the order the audit reads and
+lists them in, ``audit_listings`` the only commands it may run for that.
+The audit judges and words the findings without knowing which technology
+they came from.
 
 The coordinator's loop: the chosen backend reads and writes the policy
 (``read``, ``plan_present``); every other registered backend looks for ours
@@ -66,6 +69,56 @@ class NodeReading:
         return found
 
 
+class AuditTable:
+    """One table an audit reading found, in no technology's terms.
+    ``name``: as the result's ``audited`` line names it; ``families``: the
+    IP families its rules can act on (4, 6); ``sources(chain)``: its SNAT
+    rules as the audit's source records (``_audit.walk.source``), those of
+    ``chain`` ours; ``listed``: named in ``audited`` even without a SNAT
+    rule; ``key``: the same table as another reading can show it (a finding
+    whose ``shows`` holds the key stands for it, and this one is left out)."""
+
+    def __init__(self, name, families, sources, listed=True, key=None):
+        self.name = name
+        self.families = tuple(families)
+        self.sources = sources
+        self.listed = listed
+        self.key = key
+
+
+class AuditFinding:
+    """What one backend's ``audit_read`` found: ``backend`` (the name of the
+    backend that read it), ``family`` (4, 6, or None: no one family),
+    ``place`` (the backend whose tables these are: the result's ``ours_in``
+    names it) and ``home`` (the backend that writes the policy there:
+    ``ours_backends``), ``tables`` (:class:`AuditTable`), ``audited`` (the
+    result's ``audited`` line; with ``names`` set, followed by the names of
+    the tables it lists in brackets, or ``names`` when it lists none),
+    ``shows`` (keys of tables another reading holds too), ``notes`` (the
+    result's notes, after those of the reading), and ``unread`` (ours, where
+    it could not be read: ``(note, clause)``, the result's note and the
+    summary's clause, and the audit is not only ours)."""
+
+    def __init__(self, backend, family, place, home, audited, tables=(), names=None, shows=(), notes=(),
+                 unread=None):
+        self.backend = backend
+        self.family = family
+        self.place = place
+        self.home = home
+        self.audited = audited
+        self.tables = list(tables)
+        self.names = names
+        self.shows = frozenset(shows)
+        self.notes = list(notes)
+        self.unread = unread
+
+    def line(self, names):
+        """The result's ``audited`` line, with the ``names`` of the tables it lists."""
+        if self.audited is None or self.names is None:
+            return self.audited
+        return '%s (%s)' % (self.audited, ', '.join(names) if names else self.names)
+
+
 class Backend:
     """The interface: every member any caller uses, each with its contract.
     A member without a default (``NotImplementedError``) is what a backend
@@ -98,6 +151,7 @@ class Backend:
     metric_help = None      # a writer: how the ``rules`` metric counts it, in words (``rules_in_place``)
     result_keys = ()        # a writer: its keys of the result that carry a ``drift`` (the SNAT report's ``chain_drift``)
     diff_rank = 50          # the order of ``diff_text``'s sections (lowest first; the registry's order among equals)
+    audit_listings = ()     # what audit_read may run: (tool name regex, its exact arguments)
 
     def __init__(self, node):
         self.node = node
@@ -253,7 +307,21 @@ class Backend:
 
     def audit_read(self, view, family):
         """The SNAT audit's reading, never a change (``view.run`` refuses
-        anything but a listing): give ``view`` (``_audit.node.View``) this
+        anything but the registered backends' ``audit_listings``): this
         backend's nat rules of ``family`` (4 or 6), or with ``family`` None
-        those that belong to no family (``view.iptables``,
-        ``view.ruleset``)."""
+        those that belong to no family, as a list of :class:`AuditFinding`.
+        ``view`` (``_audit.node.View``) holds how to reach the node, the
+        audit's ``chain`` and ``notes``, and what a kind of backend shares
+        across its reads (``view.kept``)."""
+        return []
+
+    @classmethod
+    def audit_words(cls, chain, advice):
+        """The SNAT audit's words for ours (``chain``) in this backend:
+        ``ours`` names it where ours is in two backends at once.  A backend
+        with several tables that packets all pass (``AuditFinding.place``)
+        adds ``split``, the summary's clause for ours in more than one, and
+        ``split_line``, that problem with what to do for ``advice``
+        (``module``, ``role``, ``check``: who applies the policy)."""
+        return {'ours': cls.name}
+

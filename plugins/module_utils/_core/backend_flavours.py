@@ -89,6 +89,7 @@ class IptablesFlavour(Backend):
     writes = False
     flavour = None
     diff_rank = 1
+    audit_listings = ((r'ip6?tables-(legacy|nft)-save', ('-t', 'nat')), (r'ip6?tables-(legacy|nft)', ('--version',)))
 
     def available(self):
         return True
@@ -179,9 +180,11 @@ class IptablesFlavour(Backend):
 
     def audit_read(self, view, family):
         """The nat table of ``family`` as this flavour's own tools show it."""
-        if family is not None:
-            view.iptables(Tools(family, self.node.run, flavoured_find(self.node.find, self.flavour, (family,))),
-                          family, self.flavour)
+        if family is None:
+            return []
+        from ansible_collections.ipmasq.agent.plugins.module_utils._audit.iptables import read_nat     # the audit's reader: loaded by an audit only
+        tools = Tools(family, self.node.run, flavoured_find(self.node.find, self.flavour, (family,)))
+        return read_nat(view, self.name, tools, family, self.flavour)
 
     def report(self, reading, plan, policy, state, result):
         """Ours found here, per family read (``other_iptables``)."""

@@ -73,6 +73,7 @@ class IptablesOnPath(Backend):
     metric_help = "iptables: the chain's rules and its POSTROUTING jump"
     result_keys = ('ipv4', 'ipv6')
     diff_rank = 0
+    audit_listings = ((r'ip6?tables-save', ('-t', 'nat')), (r'ip6?tables', ('--version',)))
 
     def __init__(self, node):
         Backend.__init__(self, node)
@@ -215,8 +216,16 @@ class IptablesOnPath(Backend):
 
     def audit_read(self, view, family):
         """The nat table of ``family`` as the tools on PATH show it (their flavour asked first)."""
-        if family is not None:
-            view.iptables(self.iptables.tools[family], family, None)
+        if family is None:
+            return []
+        from ansible_collections.ipmasq.agent.plugins.module_utils._audit.iptables import read_nat     # the audit's reader: loaded by an audit only
+        return read_nat(view, self.name, self.iptables.tools[family], family, None)
+
+    @classmethod
+    def audit_words(cls, chain, advice):
+        """Ours in the chain, and in both flavours' nat tables."""
+        from ansible_collections.ipmasq.agent.plugins.module_utils._audit.iptables import words     # the audit's words: loaded by an audit only
+        return words(chain, advice)
 
     def report(self, reading, plan, policy, state, result):
         st = self.state(reading)

@@ -66,6 +66,7 @@ class Nftables(Backend):
     metric_help = 'nftables: the rules of our chain that match the family'
     result_keys = ('nftables',)
     diff_rank = 2
+    audit_listings = (('nft', ('-j', 'list', 'ruleset')),)
 
     def __init__(self, node):
         Backend.__init__(self, node)
@@ -212,8 +213,14 @@ class Nftables(Backend):
 
     def audit_read(self, view, family):
         """The whole ruleset: every nft table, not only ours."""
-        if family is None:
-            view.ruleset(self.nft)
+        if family is not None:
+            return []
+        from ansible_collections.ipmasq.agent.plugins.module_utils._audit.nftables import read_ruleset     # the audit's reader: loaded by an audit only
+        return read_ruleset(view, self.name, self.nft)
+
+    @classmethod
+    def audit_words(cls, chain, advice):
+        return {'ours': 'nftables (%s)' % table_label(table_name(chain))}
 
     @staticmethod
     def rules_in_place(result, policy):
