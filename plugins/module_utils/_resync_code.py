@@ -37,7 +37,7 @@ import shutil
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._msg import code_msg
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import (
-    FILE_ERRORS, Failed, Step, dir_steps, not_removed, reason, run as run_steps,
+    Failed, Plan, RemoveStep, Step, dir_steps, not_removed, reason,
 )
 
 PACKAGE = 'ansible_collections.ipmasq.agent.plugins.module_utils._core'
@@ -177,21 +177,29 @@ def _exchange(one, other):
 class _Switch(Step):
     """``_core`` made a link to the new version directory: one rename of a
     new link over the old one.  ``aside``: the flat layout's directory,
-    moved away by the switch (removed afterwards)."""
+    moved away by the switch.  ``undo`` switches back; ``finish`` removes
+    the version directories other than the new one and the one before it
+    (``before``: a resync running during the switch uses it), and the flat
+    directory."""
 
-    def __init__(self, link, version):
-        Step.__init__(self, link, ['switch to %s' % os.path.basename(version)], self.switch)
-        self.link, self.version, self.aside = link, version, None
+    def __init__(self, link, version, before):
+        Step.__init__(self, link, ['switch to %s' % os.path.basename(version)], self.switch, self.switch_back,
+                      finish=self.sweep)
+        self.link, self.version, self.before, self.aside = link, version, before, None
+        self.exchanged = False
+
+    def _new_link(self, target):
+        new = '%s.switch-%s' % (self.link, ''.join('%02x' % b for b in bytearray(os.urandom(4))))
+        os.symlink(os.path.relpath(target, os.path.dirname(self.link)), new)
+        return new
 
     def switch(self):
-        base = os.path.dirname(self.link)
-        new = '%s.switch-%s' % (self.link, ''.join('%02x' % b for b in bytearray(os.urandom(4))))
-        os.symlink(os.path.relpath(self.version, base), new)
+        new = self._new_link(self.version)
         try:
             if os.path.islink(self.link) or not os.path.lexists(self.link):
                 os.rename(new, self.link)
             elif _exchange(new, self.link):
-                self.aside = new                     # the flat directory, now under the link's temporary name
+                self.aside, self.exchanged = new, True    # the flat directory, now under the link's temporary name
             else:
                 # No RENAME_EXCHANGE: two renames (a moment without _core), put back on failure.
                 aside = new + '.flat'
@@ -206,56 +214,67 @@ class _Switch(Step):
             if os.path.islink(new):
                 os.unlink(new)
             raise
-        _sync_dir(base)
+        _sync_dir(os.path.dirname(self.link))
+
+    def switch_back(self):
+        if self.exchanged:
+            _exchange(self.aside, self.link)
+            os.unlink(self.aside)
+        elif self.aside:
+            os.unlink(self.link)
+            os.rename(self.aside, self.link)
+        elif self.before:
+            os.rename(self._new_link(self.before), self.link)
+        else:
+            os.unlink(self.link)
+        self.aside = None
+        _sync_dir(os.path.dirname(self.link))
+
+    def sweep(self):
+        versions = os.path.dirname(self.version)
+        doomed = [os.path.join(versions, n) for n in os.listdir(versions)
+                  if os.path.join(versions, n) not in (self.version, self.before)]
+        if self.aside:
+            doomed.append(self.aside)
+        failed = []
+        for path in doomed:
+            try:
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path)
+                else:
+                    os.unlink(path)
+            except OSError as e:
+                failed.append('%s (%s)' % (path, e.strerror or e))
+        if failed:
+            raise MasqError('earlier code could not be removed: %s' % '; '.join(failed))
 
 
 def install(path, sources, run, python, check_mode=False):
     """Bring ``<path>/ansible_collections/.../_core`` to ``sources``,
-    byte-compiled with ``python``, as a unit.  Returns ``(written, removed)``
-    (:func:`plan`); raises MasqError with the code in place as it was, or,
-    after the switch, with ``changed``."""
+    byte-compiled with ``python``, as a unit (``transaction.py``'s plan: the
+    directories, the version directory, the switch).  Returns ``(written,
+    removed)`` (:func:`plan`); raises MasqError with the code in place as it
+    was, or, after the switch, with ``changed``."""
     write, remove = plan(path, sources)
     if check_mode or not (write or remove):
         return write, remove
     link, versions = package_dir(path), versions_dir(path)
     before, _flat = current(path)
     version = os.path.join(versions, _version_id(sources))
-    switch = _Switch(link, version)
     steps = dir_steps(_above(path) + _dirs(path)[:-1] + [versions], 0o755)
     steps += [Step(version, ['write and byte-compile'], lambda: _build(version, sources, run, python),
-                   lambda: shutil.rmtree(version)), switch]
+                   lambda: shutil.rmtree(version)), _Switch(link, version, before)]
     try:
-        run_steps(steps, FILE_ERRORS)
+        unfinished = Plan(steps).run()
     except Failed as f:
         left = not_removed(f.broken)
         raise MasqError('cannot install the resync code in %s: %s. %s' % (
             link, reason(f.error).rstrip('.'),
             left.strip() if left else 'The code in place is as it was: nothing was changed.'),
             **dict(getattr(f.error, 'details', None) or {}, changed=bool(f.broken)))
-    _sweep(versions, [version, before], switch.aside, link)
+    if unfinished:
+        raise MasqError('the resync code in %s is installed, but %s.' % (link, reason(unfinished[0][1])), changed=True)
     return write, remove
-
-
-def _sweep(versions, keep, aside, link):
-    """After the switch: remove the version directories other than the new
-    one and the one before it (a resync running during the switch uses it),
-    and the flat layout's directory."""
-    doomed = [os.path.join(versions, n) for n in os.listdir(versions)
-              if os.path.join(versions, n) not in keep]
-    if aside:
-        doomed.append(aside)
-    failed = []
-    for path in doomed:
-        try:
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path)
-            else:
-                os.unlink(path)
-        except OSError as e:
-            failed.append('%s (%s)' % (path, e.strerror or e))
-    if failed:
-        raise MasqError('the resync code in %s is installed, but earlier code could not be removed: %s.'
-                        % (link, '; '.join(failed)), changed=True)
 
 
 def _above(path):
@@ -291,15 +310,22 @@ def outcome(path, written, removed, check_mode):
 
 
 def uninstall(path, check_mode=False):
-    """Remove our tree below ``path`` (every version, the link), and ``path``
-    and its parents of ours when they are left empty.  Returns whether
-    anything was there."""
+    """Remove our tree below ``path`` (every version, the link: moved aside,
+    then deleted), and ``path`` and its parents of ours when they are left
+    empty.  Returns whether anything was there."""
     top = os.path.join(path, TOP, 'ipmasq', 'agent')
     present = os.path.isdir(top)
     if check_mode:
         return present
     if present:
-        shutil.rmtree(top)
+        try:
+            unfinished = Plan([RemoveStep(top)]).run()
+        except Failed as f:
+            raise MasqError('cannot remove the resync code below %s: %s. Nothing was changed.'
+                            % (path, reason(f.error).rstrip('.')))
+        if unfinished:
+            raise MasqError('the resync code below %s is removed, but %s could not be deleted: %s.'
+                            % (path, unfinished[0][0].aside, reason(unfinished[0][1])), changed=True)
     for directory in (os.path.join(path, TOP, 'ipmasq'), os.path.join(path, TOP), path):
         try:
             os.rmdir(directory)
