@@ -6,8 +6,10 @@
 # NOTE: private to the ipmasq.agent collection; not a public API.
 """Installing the node-side core (``_core``, the resync's code) on a node.
 
-The files come from wherever the running code was imported from: the
-``resync_code`` module's own payload on a node (so the copy is always the
+The files (the package's modules and its subpackages', each a folder with
+an ``__init__.py``, at any depth) come from wherever the running code was
+imported from: the ``resync_code`` module's own payload on a node (so the
+copy is always the
 code this very collection version runs, and no list of files is kept
 anywhere), or the source tree (benchmarks, tests).
 
@@ -21,7 +23,8 @@ path to the version directory it resolved at import, so a resync that is
 running during the switch goes on with its own version; the version before
 the new one is therefore kept, older ones are removed.  A failure before the
 switch removes the new directory (and the directories the run made): the
-code in place is left exactly as it was.  The flat layout of earlier releases
+code in place is left exactly as it was.  The steps (the directories, the
+version directory, the switch) are a plan of ``_core/transaction.py``.  The flat layout of earlier releases
 (``_core`` a directory) is switched the same way, with renameat2's
 RENAME_EXCHANGE where the kernel has it.
 
@@ -48,20 +51,29 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, 'O_NOFOLLOW', 
 
 
 def package_sources():
-    """``{file name: bytes}`` of every module of the core package, read
-    through the package's own loader (a zip or a directory)."""
+    """``{name: bytes}`` of every module of the core package and of its
+    subpackages (``name`` relative to the package, ``/`` between folders:
+    ``sync.py``, ``policy/__init__.py``), read through the package's own
+    loader (a zip or a directory)."""
     import importlib  # pylint: disable=import-outside-toplevel
 
-    package = importlib.import_module(PACKAGE)
-    names = ['__init__'] + sorted(info.name for info in pkgutil.iter_modules(package.__path__)
-                                  if not info.ispkg)
     sources = {}
-    for name in names:
-        data = pkgutil.get_data(PACKAGE, name + '.py')
-        if data is None:
-            raise MasqError('cannot read %s.%s from the collection: the code to install is incomplete.'
-                            % (PACKAGE, name))
-        sources[name + '.py'] = data
+    todo = [(PACKAGE, '')]
+    while todo:
+        package_name, folder = todo.pop()
+        package = importlib.import_module(package_name)
+        names = ['__init__']
+        for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
+            if info.ispkg:
+                todo.append(('%s.%s' % (package_name, info.name), folder + info.name + '/'))
+            else:
+                names.append(info.name)
+        for name in names:
+            data = pkgutil.get_data(PACKAGE, folder + name + '.py')
+            if data is None:
+                raise MasqError('cannot read %s.%s from the collection: the code to install is incomplete.'
+                                % (package_name, name))
+            sources[folder + name + '.py'] = data
     return sources
 
 
@@ -95,15 +107,27 @@ def _read(path):
 def plan(path, sources):
     """``(write, remove)``: the file names that differ from the code in place
     (all of them where it is missing or in the flat layout) and the stale
-    ones it has."""
+    ones it has (subpackages' files named ``folder/name.py``)."""
     target, flat = current(path)
     if target is None or flat:
         write = sorted(sources)
     else:
-        write = sorted(name for name, data in sources.items() if _read(os.path.join(target, name)) != data)
-    present = os.listdir(target) if target else []
-    remove = sorted(n for n in present if n.endswith('.py') and n not in sources)
+        write = sorted(name for name, data in sources.items()
+                       if _read(os.path.join(target, *name.split('/'))) != data)
+    remove = sorted(n for n in _modules(target) if n not in sources) if target else []
     return write, remove
+
+
+def _modules(top):
+    """The ``.py`` files below ``top``, relative, ``/`` between folders
+    (the byte-compiled ``__pycache__`` left out)."""
+    out = []
+    for base, dirs, names in os.walk(top):
+        dirs[:] = sorted(d for d in dirs if d != '__pycache__')
+        rel = os.path.relpath(base, top)
+        prefix = '' if rel == '.' else rel.replace(os.sep, '/') + '/'
+        out.extend(prefix + n for n in names if n.endswith('.py'))
+    return out
 
 
 def _version_id(sources):
@@ -145,7 +169,13 @@ def _build(directory, sources, run, python):
     try:
         os.chmod(directory, 0o755)
         for name in sorted(sources):
-            _write_file(os.path.join(directory, name), sources[name])
+            parts = name.split('/')
+            for depth in range(1, len(parts)):
+                folder = os.path.join(directory, *parts[:depth])
+                if not os.path.isdir(folder):
+                    os.mkdir(folder, 0o755)
+                    os.chmod(folder, 0o755)
+            _write_file(os.path.join(directory, *parts), sources[name])
         rc, out, err = run([python, '-m', 'compileall', '-q', directory])
         if rc != 0:
             raise MasqError('%s could not byte-compile it (rc=%d): %s' % (python, rc, (err or out).strip()),
