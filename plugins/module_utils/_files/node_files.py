@@ -253,24 +253,28 @@ class _Write(FileStep):
 
 def _check_flags(items):
     """Refuse (MasqError) a change the kernel would refuse because of an inode
-    flag (chattr +i, +a) on the file or on the directory it is written in."""
+    flag (chattr +i, +a) on the file, on the directory it is written in, or,
+    for a directory of ``absent``, on anything in its tree (else a tree could
+    be half removed)."""
     for item in items:
         if not item['changed']:
             continue
         path = item['path']
-        targets = [path] if item['existed'] else []
+        targets = [(path, 'it')] if item['existed'] else []
         if item['state'] == 'absent' or item.get('write'):
             parent = os.path.dirname(path)
             while parent != '/' and not os.path.isdir(parent):
                 parent = os.path.dirname(parent)
-            targets.append(parent)
-        for target in targets:
+            targets.append((parent, 'its directory ' + parent))
+        if item['state'] == 'absent' and item['type'] == 'directory':
+            targets.extend((os.path.join(base, name), os.path.join(base, name))
+                           for base, dirs, names in os.walk(path) for name in sorted(dirs) + sorted(names))
+        for target, what in targets:
             words = flag_words(target)
             if words:
                 raise MasqError('%s: cannot be changed: %s is %s (chattr +%s, lsattr shows "%s"), so even root cannot '
                                 'change it; run "chattr -%s %s" if this task may change it. Nothing was changed.'
-                                % (path, 'it' if target == path else 'its directory ' + target, words[0], words[1],
-                                   words[1], words[1], target))
+                                % (path, what, words[0], words[1], words[1], words[1], target))
 
 
 def clean_orphans(items, check_mode):
