@@ -422,7 +422,8 @@ class RemoveStep(Step):
 
     def move_aside(self):
         directory, name = os.path.split(self.path)
-        aside = os.path.join(directory, '.%s.%s.ipmasq-tmp' % (name, os.urandom(6).hex()))
+        digits = ''.join('%02x' % b for b in bytearray(os.urandom(6)))
+        aside = os.path.join(directory, '.%s.%s.ipmasq-tmp' % (name, digits))
         os.rename(self.path, aside)
         self.aside = aside
 
