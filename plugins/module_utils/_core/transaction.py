@@ -37,7 +37,6 @@ Standard library only: this file runs on managed nodes.
 
 import errno
 import os
-import shutil
 import stat
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
@@ -433,6 +432,7 @@ class RemoveStep(Step):
 
     def delete(self):
         if os.path.isdir(self.aside) and not os.path.islink(self.aside):
+            import shutil  # pylint: disable=import-outside-toplevel  (imports re: not on a resync cycle's path)
             shutil.rmtree(self.aside)
         else:
             os.unlink(self.aside)
