@@ -432,7 +432,8 @@ class RemoveStep(Step):
 
     def delete(self):
         if os.path.isdir(self.aside) and not os.path.islink(self.aside):
-            import shutil  # pylint: disable=import-outside-toplevel  (imports re: not on a resync cycle's path)
+            # Here, not at the top: shutil imports re, which a resync cycle does not load.
+            import shutil  # pylint: disable=import-outside-toplevel
             shutil.rmtree(self.aside)
         else:
             os.unlink(self.aside)
