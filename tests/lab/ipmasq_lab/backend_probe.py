@@ -2,30 +2,46 @@
 interface (plugins/module_utils/_core/backend.py) is closed.
 
 ``probe_backend(directory, name='probe')`` makes a real, if simple, backend
-class (a ``backend.Backend``): "ours" is one JSON file,
-``<directory>/<chain>.json``, holding the policy's rules as lines
-(``ipv4 RETURN 10.0.0.0/8``, ..., ``ipv4 MASQUERADE``).  It reads, plans with
-undo, writes and removes that file, reports its own result key
-(``result[name]``), and says its own words for every consumer (diff text,
-the one-line msg, the resync's lines, drift words and kinds, the rules
-metric, the SNAT report).  It needs no tool: it is installed where its
-directory exists.
+class (a ``backend.Backend``).  Its "nat table" is the directory: each
+``<directory>/<chain>.json`` is one chain, ``{"ours": ..., "lines": [...]}``,
+one rule a line, every chain passed by every packet (the probe has no
+jumps).  A rule is ``ipv4 RETURN <cidr>`` (the destination keeps its
+source) or ``ipv4 MASQUERADE [<comment>...]`` (``ipv6`` alike; SNAT too).
+
+The sync half: ours is ``<chain>.json`` (``"ours": true``) holding the
+policy's rules (``ipv4 RETURN 10.0.0.0/8``, ..., ``ipv4 MASQUERADE``).  It
+reads, plans with undo, writes and removes that file, reports its own
+result key (``result[name]``), and says its own words for every consumer
+(diff text, the one-line msg, the resync's lines, drift words and kinds,
+the rules metric, the SNAT report).  It needs no tool: it is installed
+where its directory exists.
+
+The audit half (``audit_read``): the SNAT audit reads every chain of the
+directory, ours as the sync wrote it and the rules of other writers that a
+test adds (``add_chain``), and returns them as neutral findings; ours is
+the chain of the audit's chain name, as for iptables.  It runs no command
+(it reads its files, as the sync half does), so it declares no
+``audit_listings``.
 
 ``registered(directory, name)`` registers one with ``backends.register``
 (the one line a backend needs) and takes it out again after a ``with``::
 
     with registered(tmp_path / 'probe') as probe:
         sync.sync(policy, backends.Backends(run, find, choice=probe.name))
+        probe.add_chain('other', ['ipv4 MASQUERADE something else'])
+        _snat_sources.inspect({}, False, False, run, find)
 
 Nothing under plugins/ names it: every consumer reaches it through the
-registry.  A later helper may give it an ``audit_read`` (the SNAT audit).
+registry.
 """
 import contextlib
 import json
 import os
 
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit.conds import Cond, combine
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit.walk import FAMILY_NAMES, SNAT_TARGETS, source
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Backend
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import AuditFinding, AuditTable, Backend
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.drift import compare, describe
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.result_words import did, plural
@@ -41,6 +57,33 @@ def policy_lines(policy):
     return lines
 
 
+def probe_sources(backend, table, family, chain, lines, our_chain):
+    """The SNAT rules of ``family`` in one chain of the probe (its file's
+    ``lines``), as the audit's source records: each one's matches are the
+    RETURNs before it (destinations that keep their source) and its
+    comment; every chain is reached (the probe has no jumps)."""
+    kept = Cond()
+    found = []
+    for line in lines:
+        words = line.split()
+        if words[:1] != [FAMILY_NAMES[family]] or len(words) < 2:
+            continue
+        if words[1] == 'RETURN':
+            if len(words) < 3:
+                break           # returns everything: no rule after it acts
+            kept.dests.append((True, words[2]))
+        elif words[1] in SNAT_TARGETS:
+            own = Cond()
+            if words[2:]:
+                own.comments.append(' '.join(words[2:]))
+            src = source(family=FAMILY_NAMES[family], backend=backend, table=table, chain=chain, rule=line,
+                         target=words[1], path=[chain], reachable=True, cond=combine([kept, own]), gated=False,
+                         our_chain=our_chain)
+            src['ours'] = chain == our_chain
+            found.append(src)
+    return found
+
+
 class ProbeState:
     """What the probe read in one run."""
 
@@ -53,20 +96,43 @@ class ProbeState:
 
 
 class ProbeBackend(Backend):
-    """The policy as lines in a JSON file of its own (see the module docstring)."""
+    """The policy as lines in a JSON file of its own, and the SNAT audit of
+    every chain file beside it (see the module docstring)."""
 
     name = 'probe'
     directory = None
     installed_text = 'the probe directory exists'
     drift_kinds = ('probe_missing', 'probe_rewritten')
     metric_help = 'probe: the lines of our file for the family'
+    audit_rank = 5          # after iptables (0-2) and nftables (3)
     result_keys = ('probe',)
     fail_removal = False    # a test's way to make the removal of the file fail (a switch is then undone)
 
     # -- reading -------------------------------------------------------------
 
-    def path(self, chain):
-        return os.path.join(self.directory, '%s.json' % chain)
+    @classmethod
+    def path(cls, chain):
+        return os.path.join(cls.directory, '%s.json' % chain)
+
+    @classmethod
+    def _file(cls, path):
+        """A chain file's data (None: no such file)."""
+        try:
+            with open(path, encoding='utf-8') as handle:
+                data = json.load(handle)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:
+            raise MasqError('%s: %s cannot be read (%s). Nothing was changed.' % (cls.name, path, e))
+        if not isinstance(data, dict) or not isinstance(data.get('lines'), list):
+            raise MasqError('%s: %s holds no lines. Nothing was changed.' % (cls.name, path))
+        return data
+
+    @classmethod
+    def add_chain(cls, chain, lines):
+        """A test's way to add another writer's chain (``"ours": false``) to the probe's table."""
+        with open(cls.path(chain), 'w', encoding='utf-8') as handle:
+            json.dump({'ours': False, 'lines': list(lines)}, handle)
 
     def available(self):
         return os.path.isdir(self.directory)
@@ -80,14 +146,10 @@ class ProbeBackend(Backend):
     def _load(self, reading):
         st = self.state(reading)
         st.read = True
-        try:
-            with open(self.path(reading.chain), encoding='utf-8') as handle:
-                data = json.load(handle)
-        except FileNotFoundError:
+        data = self._file(self.path(reading.chain))
+        if data is None:
             return
-        except (OSError, ValueError) as e:
-            raise MasqError('%s: %s cannot be read (%s). Nothing was changed.' % (self.name, self.path(reading.chain), e))
-        if not isinstance(data, dict) or data.get('ours') is not True or not isinstance(data.get('lines'), list):
+        if data.get('ours') is not True:
             raise MasqError('%s: %s is not ours. Nothing was changed.' % (self.name, self.path(reading.chain)))
         st.lines = data['lines']
 
@@ -213,6 +275,31 @@ class ProbeBackend(Backend):
         own = result.get(cls.name) or {}
         words = describe(own.get('drift') or {})
         return ('drifted' if own.get('exists_before') else 'missing'), (['%s file: %s' % (cls.name, words)] if words else [])
+
+    # -- the SNAT audit --------------------------------------------------------
+
+    def audit_read(self, view, family):
+        """Every chain of the directory (ours, as the sync wrote it, and the
+        others a test added), read when the audit asks, as one table."""
+        if family is None or not self.available():
+            return []
+        view.tools_found = True
+        chains = []
+        for name in sorted(os.listdir(self.directory)):
+            data = self._file(os.path.join(self.directory, name)) if name.endswith('.json') else None
+            if data is not None:
+                chains.append((name[:-len('.json')], data['lines']))
+        table = '%s nat' % self.name
+
+        def sources(chain):
+            return [src for name, lines in chains
+                    for src in probe_sources(self.name, table, family, name, lines, chain)]
+        return [AuditFinding(self.name, family, self.name, self.name, 'IPv%d %s nat table' % (family, self.name),
+                             tables=[AuditTable(table, (family,), sources)])]
+
+    @classmethod
+    def audit_words(cls, chain, advice):
+        return {'ours': '%s (file %s)' % (cls.name, cls.path(chain))}
 
 
 def probe_backend(directory, name='probe'):
