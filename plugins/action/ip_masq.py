@@ -162,24 +162,31 @@ class ActionModule(ActionBase):
         config = config_text(values, facts, managed or C.DEFAULT_MANAGED_STR) if facts else None
         # The typed role variables: the later steps read these, never the raw ones.
         typed = dict((name, value) for name, value in args['values'].items() if name.startswith('ip_masq_'))
-        if validate_only:
-            result.update(changed=False, facts=facts, masq_chain=args['masq_chain'], config=config, settings=typed,
-                          timer=args['timer'], ansible_facts=dict(facts),
-                          msg='settings valid (only validated: no node contacted)')
-            return result
-
-        internal = dict((name, values[name]) for name in ('__ip_masq_xtables_lock', '__ip_masq_writers_lock',
-                                                          '__ip_masq_systemd_dir'))
         present = values['ip_masq_state'] == 'present'
-        resync_on = present and values['ip_masq_resync_enabled']
-        systemctl = values['ip_masq_resync_systemctl']
-        check = bool(self._play_context.check_mode)
         run_tags = task_vars.get('ansible_run_tags') or ['all']
         skip_tags = task_vars.get('ansible_skip_tags') or []
         modes, deprecations = daemon_modes(values)
         for text in deprecations:
             result.setdefault('deprecations', []).append(
                 {'msg': text, 'version': DEPRECATED_UNTIL, 'collection_name': 'ipmasq.agent'})
+        # The registered daemons, in the registry's order, that are not
+        # 'skip' and whose tag is picked: the daemon step (other_snat.yml)
+        # runs them ('report' ones, with ip_masq_state=present, are only read).
+        daemons = [(d, mode) for d, mode in modes if mode != 'skip' and picked((d.variable,), run_tags, skip_tags)]
+        backup_dir = values['ip_masq_backup_dir']
+        daemon_steps = [daemon_step(d, mode, values['ip_masq_state'], backup_dir, values) for d, mode in daemons
+                        if not present or mode != 'report']
+        if validate_only:
+            result.update(changed=False, facts=facts, masq_chain=args['masq_chain'], config=config, settings=typed,
+                          timer=args['timer'], ansible_facts=dict(facts), daemon_steps=daemon_steps,
+                          msg='settings valid (only validated: no node contacted)')
+            return result
+
+        internal = dict((name, values[name]) for name in ('__ip_masq_xtables_lock', '__ip_masq_writers_lock',
+                                                          '__ip_masq_systemd_dir'))
+        resync_on = present and values['ip_masq_resync_enabled']
+        systemctl = values['ip_masq_resync_systemctl']
+        check = bool(self._play_context.check_mode)
         audit = values['ip_masq_audit']
 
         unit_dir = values['ip_masq_unit_dir']
@@ -220,20 +227,15 @@ class ActionModule(ActionBase):
             node['chain'] = args['masq_chain']
             if values['ip_masq_allow_catch_all']:
                 node['allow_catch_all'] = True
-        # The registered daemons' settings read with their modules' code in
-        # check mode: other_snat.yml runs (in the registry's order) only where
-        # one of them would change something (or a 'manage' one is missing).
-        # A 'report' daemon is only read.
-        daemons = [(d, mode) for d, mode in modes if mode != 'skip' and picked((d.variable,), run_tags, skip_tags)]
-        backup_dir = values['ip_masq_backup_dir']
+        # The daemons' settings read with their modules' code in check mode:
+        # other_snat.yml runs only where one of them would change something
+        # (or a 'manage' one is missing). A 'report' daemon is only read.
         if present and daemons:
             node['daemons'] = dict(
                 ((d.name, dict({'state': 'present', 'backup_dir': backup_dir}, **dict(d.options(values, mode), **d.read)))
                  for d, mode in daemons),
                 required=[d.name for d, mode in daemons if mode == 'manage'],
                 report=[d.name for d, mode in daemons if mode == 'report'])
-        daemon_steps = [daemon_step(d, mode, values['ip_masq_state'], backup_dir, values) for d, mode in daemons
-                        if not present or mode != 'report']
         # The audit comes last, when every other piece has done its work: in
         # this run only where no daemon step follows (the
         # node run leaves it out where its daemons part says one does).
