@@ -89,8 +89,8 @@ options:
       - A key per daemon of the collection's daemon registry (its name, as in the role's variable
         C(ip_masq_<name>)), its value the options of that daemon's module; a daemon left out is not read.
       - The key C(required) lists the daemons the role manages (V(manage)); one that is not installed is in
-        RV(daemons_needed). The key C(report) lists those the role only reports on (V(report)): never in
-        RV(daemons_needed), their warnings (and what they would change) are this module's.
+        RV(daemons_needed). The key C(report) lists those the role only reports on (V(report)), never in
+        RV(daemons_needed); their warnings (and what they would change) are this module's.
     type: dict
   daemon:
     description:
