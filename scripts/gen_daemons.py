@@ -87,8 +87,8 @@ def replaced(text, lines, comment, path):
     starts = [i for i, row in enumerate(rows) if row.strip() == comment + BEGIN]
     ends = [i for i, row in enumerate(rows) if row.strip() == comment + END]
     if len(starts) != 1 or len(ends) != 1 or ends[0] < starts[0]:
-        raise SystemExit('%s: expected one "%s%s" line and one "%s%s" line after it' % (path, comment, BEGIN,
-                                                                                       comment, END))
+        raise SystemExit('%s: expected one "%s%s" line and one "%s%s" line after it'
+                         % (path, comment, BEGIN, comment, END))
     return '\n'.join(rows[:starts[0] + 1] + lines + rows[ends[0]:])
 
 
