@@ -15,6 +15,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible.plugins.loader import lookup_loader
 
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import registry
 from ansible_collections.ipmasq.agent.plugins.module_utils._msg import role_msg
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._config_file import config_text
@@ -25,9 +26,17 @@ from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import (
 NODE_MODULE = 'ipmasq.agent.ip_masq_node'
 UNIT_NAMES = ('ip-masq-agent.service', 'ip-masq-agent.timer', 'ip-masq-agent.path')
 STARTED_UNITS = ('ip-masq-agent.timer', 'ip-masq-agent.path')
-# Where the iptables tools and nft are when installed (Debian, Ubuntu, EL:
-# /usr/sbin; /sbin where /usr is not merged): looked at for packages.yml.
-TOOL_PATHS = ('/usr/sbin/iptables-restore', '/sbin/iptables-restore', '/usr/sbin/nft', '/sbin/nft')
+# Where each backend's tool (backend.Backend.tool: iptables-restore, nft) is
+# when installed (Debian, Ubuntu, EL: /usr/sbin; /sbin where /usr is not
+# merged): looked at for packages.yml.
+TOOL_DIRS = ('/usr/sbin', '/sbin')
+
+
+def tool_paths(backend):
+    """The paths of ``backend``'s (a class of the registry) tool."""
+    return [directory + '/' + backend.tool for directory in TOOL_DIRS]
+
+
 # Which tag reaches which part of the node's run (the task itself always runs:
 # the validation is never skipped). The later steps' tasks carry their own tags.
 PART_TAGS = {
@@ -209,7 +218,7 @@ class ActionModule(ActionBase):
                     files += [{'path': unit_dir + '/' + name, 'content': self._render(name + '.j2', variables)}
                               for name in UNIT_NAMES]
             if present:
-                query += list(TOOL_PATHS)
+                query += [path for cls in backends.writers() if cls.tool for path in tool_paths(cls)]
             if not resync_on:
                 query += resync_paths
             node['files'] = {
@@ -260,11 +269,9 @@ class ActionModule(ActionBase):
             # Without the files part (--tags), every step that may be needed runs.
             tools = set(found or [])
             backend = values['ip_masq_backend']
-            has_ipt = bool(tools & set(TOOL_PATHS[:2]))
-            has_nft = bool(tools & set(TOOL_PATHS[2:]))
+            has = dict((cls.name, bool(tools & set(tool_paths(cls)))) for cls in backends.writers() if cls.tool)
             missing = ran.get('packages_needed') or (
-                (backend == 'nftables' and not has_nft) or (backend == 'iptables' and not has_ipt)
-                or (backend == 'auto' and not has_ipt and not has_nft))
+                not any(has.values()) if backend == 'auto' else backend in has and not has[backend])
             if values['ip_masq_install_packages'] and missing:
                 steps.append('packages')
             if 'resync_code' not in node and resync_on:

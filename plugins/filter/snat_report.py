@@ -100,8 +100,8 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-# The words of a drift are the resync journal's: one rule, in the core.
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.drift import describe
+# The words of a drift are the resync journal's, each backend's own (drift_report), in the core.
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends
 
 NAME = 'ipmasq.agent.snat_report'
 SOURCE_KEYS = ('owner', 'family', 'backend', 'table', 'chain', 'rule', 'reachable', 'allowed', 'allowed_by', 'ours')
@@ -110,40 +110,42 @@ COUNTS = ('hosts', 'off_policy', 'chain_missing', 'chain_drifted', 'foreign_snat
 ON_UNREACHABLE = ('fail', 'ignore')
 
 
+def _writer(chain):
+    """The backend class of the registry whose result ``chain`` is (the
+    selected one, else the one that holds the policy; None: none says so)."""
+    writers = backends.writers()
+    for cls in writers:
+        if cls.name == chain.get('selected_backend'):
+            return cls
+    for cls in writers:
+        if cls.holds_policy(chain):
+            return cls
+    return None
+
+
 def _chain_state(chain):
     if not isinstance(chain, dict) or 'changed' not in chain:
         return 'unknown'
     if not chain.get('changed'):
         return 'in place'
-    nft = chain.get('nftables') or {}
-    if chain.get('selected_backend') == 'nftables' or nft.get('managed'):
-        return 'missing' if not nft.get('exists_before') else 'drifted'
-    families = [chain.get(f) or {} for f in ('ipv4', 'ipv6')]
-    exists = [((f.get('before') or {}).get('chain_exists')) for f in families if f.get('managed')]
-    return 'missing' if exists and not any(exists) else 'drifted'
+    cls = _writer(chain)
+    return cls.drift_report(chain)[0] if cls is not None else 'drifted'
 
 
 def _chain_drift(chain):
     """Which rules each rewrite puts back or takes out (masq_chain's ``drift``), by family or table."""
     out = {}
-    for key in ('ipv4', 'ipv6', 'nftables'):
-        drift = (chain.get(key) or {}).get('drift') if isinstance(chain.get(key), dict) else None
-        if drift:
-            out[key] = drift
+    for cls in backends.REGISTRY:
+        for key in cls.result_keys:
+            drift = (chain.get(key) or {}).get('drift') if isinstance(chain.get(key), dict) else None
+            if drift:
+                out[key] = drift
     return out
 
 
-def _drift_words(chain_drift):
-    words = []
-    for key in ('ipv4', 'ipv6'):
-        if key in chain_drift and describe(chain_drift[key]):
-            words.append('%s chain: %s' % (key.replace('ip', 'IP'), describe(chain_drift[key])))
-    nft = chain_drift.get('nftables') or {}
-    if describe(nft.get('rules') or {}):
-        words.append('nftables chain postrouting: %s' % describe(nft['rules']))
-    for name, drift in sorted((nft.get('sets') or {}).items()):
-        words.append('nftables set %s: %s' % (name, describe(drift)))
-    return words
+def _drift_words(chain):
+    """The rules the run put back or took out, in words: each backend's own (``drift_report``)."""
+    return [word for cls in backends.writers() for word in cls.drift_report(chain)[1]]
 
 
 def _policy_in(sources):
@@ -242,7 +244,7 @@ def _host(name, found, groups=None, unreachable=None, on_unreachable='fail'):
         findings.append({'severity': 'off-policy',
                          'what': 'could not be read: %s' % ('; '.join(errors) or 'no result (a task failed, or the host went away)'),
                          'do': 'Make the host reachable over SSH with Python 3 and iptables, then run the report again.'})
-    drift_words = _drift_words(out['chain_drift'])
+    drift_words = _drift_words(chain) if chain.get('changed') else []
     if out['chain'] == 'missing':
         findings.append({'severity': 'off-policy', 'what': 'our chain is missing (%s)' % '; '.join(out['chain_actions']),
                          'do': 'Apply it: ansible-playbook -i INVENTORY ipmasq.agent.site --limit %s' % name})

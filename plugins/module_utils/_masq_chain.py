@@ -51,8 +51,6 @@ def apply_checked(p, policy, check_mode, diff, run, find):
     backends = Backends(run, find, choice=check_backend(p['backend']))
     result = sync(policy, backends, state=p['state'], check_mode=check_mode,
                   chain=p['chain'], adopt=p['adopt_chain'])
-    # The reason names what it explains (selected_backend); backend_reason is its deprecated name.
-    result['selected_backend_reason'] = result['backend_reason']
     result['msg'] = chain_msg(result, check_mode)
     if diff:
         result['diff'] = {'before': diff_text(result, 'before'), 'after': diff_text(result, 'after')}

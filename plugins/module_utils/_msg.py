@@ -13,18 +13,7 @@ Standard library only: this file runs on managed nodes (the action imports
 it on the controller).
 """
 
-FAMILIES = (('ipv4', 'IPv4'), ('ipv6', 'IPv6'))
-
-
-def _plural(count, word):
-    return '%d %s%s' % (count, word, '' if count == 1 else 's')
-
-
-def _did(check_mode, what, done, would, extra=''):
-    """``IPv4 5 rules written (was 0)`` or, in check mode, ``would write IPv4 5 rules (was 0)``."""
-    if check_mode:
-        return 'would %s %s%s' % (would, what, extra)
-    return '%s %s%s' % (what, done, extra)
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.result_words import did, plural
 
 
 def _paths(paths, limit=3):
@@ -35,42 +24,13 @@ def _paths(paths, limit=3):
 def chain_msg(result, check_mode):
     """masq_chain: ``IP-MASQ-AGENT: IPv4 5 rules written (was 0), IPv6 not managed``;
     in check mode ``would write IPv4 5 rules (was 0)``; ``IP-MASQ-AGENT: no
-    change (IPv4 5 rules, IPv6 not managed)``."""
+    change (IPv4 5 rules, IPv6 not managed)``.  Each backend says its own
+    part (``backend.Backend.msg_parts``)."""
+    # Imported here: the other lines (and the action, on the controller) need no backend.
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core.backends import msg_parts  # pylint: disable=import-outside-toplevel
+
     present = result.get('state', 'present') == 'present'
-    nft = result.get('nftables') or {}
-    changed, steady = [], []
-    for key, name in FAMILIES:
-        side = result.get(key) or {}
-        rules = len(side.get('rules') or [])
-        if side.get('managed') and present:
-            if side.get('changed'):
-                was = len((side.get('before') or {}).get('rules') or [])
-                changed.append(_did(check_mode, '%s %s' % (name, _plural(rules, 'rule')), 'written', 'write',
-                                    ' (was %d)' % was))
-            else:
-                steady.append('%s %s' % (name, _plural(rules, 'rule')))
-        elif side.get('changed'):
-            changed.append(_did(check_mode, '%s chain' % name, 'removed', 'remove'))
-        elif not nft.get('managed'):
-            steady.append(('%s not managed' if present else '%s absent') % name)
-    table = 'nftables ' + (nft.get('table') or 'table')
-    if nft.get('changed'):
-        if nft.get('managed') and present:
-            changed.append(_did(check_mode, table, 'written', 'write'))
-        else:
-            changed.append(_did(check_mode, table, 'removed', 'remove'))
-    elif nft.get('managed'):
-        steady.append('%s in place' % table)
-    # Ours under another chain name (a renamed chain), removed in the same run.
-    for key, name in FAMILIES:
-        for other in (result.get(key) or {}).get('others') or []:
-            changed.append(_did(check_mode, '%s old chain %s' % (name, other.get('chain')), 'removed', 'remove'))
-    for other in nft.get('others') or []:
-        changed.append(_did(check_mode, 'old nftables %s' % other.get('table'), 'removed', 'remove'))
-    for other in result.get('other_iptables') or []:
-        if other.get('changed'):
-            changed.append(_did(check_mode, 'IPv%s ours in %s' % (other.get('family'), other.get('tools')),
-                                'removed', 'remove'))
+    changed, steady = msg_parts(result, check_mode)
     chain = result.get('chain') or 'IP-MASQ-AGENT'
     if not changed:
         return '%s: no change (%s)' % (chain, ', '.join(steady) or 'absent')
@@ -83,12 +43,12 @@ def files_msg(result, check_mode):
     written = [i['path'] for i in items if i['changed'] and i['state'] != 'absent']
     removed = [i['path'] for i in items if i['changed'] and i['state'] == 'absent']
     if not (written or removed):
-        return 'no change (%s)' % _plural(len(items), 'file')
+        return 'no change (%s)' % plural(len(items), 'file')
     parts = []
     if written:
-        parts.append(_did(check_mode, _plural(len(written), 'file'), 'written', 'write', ' (%s)' % _paths(written)))
+        parts.append(did(check_mode, plural(len(written), 'file'), 'written', 'write', ' (%s)' % _paths(written)))
     if removed:
-        parts.append(_did(check_mode, _plural(len(removed), 'file'), 'removed', 'remove', ' (%s)' % _paths(removed)))
+        parts.append(did(check_mode, plural(len(removed), 'file'), 'removed', 'remove', ' (%s)' % _paths(removed)))
     return ', '.join(parts)
 
 
@@ -102,9 +62,9 @@ def code_msg(result, check_mode):
         return 'resync code in %s: %s' % (result.get('path'), 'would be removed' if check_mode else 'removed')
     parts = []
     if written:
-        parts.append(_did(check_mode, _plural(len(written), 'file'), 'written', 'write'))
+        parts.append(did(check_mode, plural(len(written), 'file'), 'written', 'write'))
     if removed:
-        parts.append(_did(check_mode, _plural(len(removed), 'file'), 'removed', 'remove'))
+        parts.append(did(check_mode, plural(len(removed), 'file'), 'removed', 'remove'))
     return 'resync code in %s: %s' % (result.get('path'), ', '.join(parts))
 
 
@@ -115,10 +75,10 @@ def daemon_msg(daemon, result, check_mode):
     parts = []
     edited = list(result.get('edited') or [])
     if edited:
-        parts.append(_did(check_mode, _plural(len(edited), 'file'), 'edited', 'edit', ' (%s)' % _paths(edited)))
+        parts.append(did(check_mode, plural(len(edited), 'file'), 'edited', 'edit', ' (%s)' % _paths(edited)))
     removed = result.get('removed_rules') or []
     if removed:
-        parts.append(_did(check_mode, _plural(len(removed), 'nat rule'), 'removed', 'remove'))
+        parts.append(did(check_mode, plural(len(removed), 'nat rule'), 'removed', 'remove'))
     if not parts and result.get('changed'):
         parts.append('changed' if not check_mode else 'would change')
     if not parts:

@@ -216,6 +216,7 @@ problems:
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.backends import installed_tools, needed_tools
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.cidrs import guard_nonmasq_cidrs
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import module_spec
@@ -228,9 +229,6 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._snat_sources import 
 # (_resync_code, and the resync with everything it imports, which travels in
 # this module's payload: that is the code the part installs), the daemons
 # part (_daemons) and the audit (_audit, _snat_sources' inspect).
-
-# The tools each backend choice needs (any one of them for auto).
-NEEDS = {'iptables': ('iptables-restore',), 'nftables': ('nft',), 'auto': ('iptables-restore', 'nft')}
 
 
 def split_by_table(before, after):
@@ -449,10 +447,11 @@ def node_step(module, run, find):
                     raise MasqError('systemctl daemon-reload failed (rc=%d): %s' % (rc, (err or out).strip()),
                                     rc=rc, stdout=out, stderr=err)
             part('daemon_reload', reload)
-    result['tools'] = {'iptables': bool(find('iptables-restore')), 'nft': bool(find('nft'))}
+    result['tools'] = installed_tools(find)
     if chain is not None:
         options, policy = chain
-        needed = options['state'] == 'present' and not any(find(tool) for tool in NEEDS[options['backend']])
+        tools = needed_tools(options['backend'])
+        needed = options['state'] == 'present' and bool(tools) and not any(find(tool) for tool in tools)
         if needed:
             result['packages_needed'] = True
         else:

@@ -102,7 +102,8 @@ notes:
   - Only the missing parents of the files of O(files) are created; nothing outside the paths listed is removed.
   - The files of O(files) are written together or not at all - every new content is staged beside its file
     before the first file is replaced, and if replacing a later one fails, the files already replaced are put
-    back. Removals (O(absent)) come after every write has succeeded.
+    back. Then the modes, owners and groups are set and the paths of O(absent) removed (each moved aside first,
+    deleted once every change is made); when one of these fails, everything this run changed is put back too.
   - A path that is immutable or append-only (C(chattr +i), C(chattr +a)), or whose directory is, is refused before
     anything is written.
   - When a file already replaced cannot be put back, the task fails with C(changed=true), names each such file in

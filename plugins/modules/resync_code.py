@@ -10,8 +10,8 @@ module: resync_code
 short_description: Install the code of the node-side resync (the collection's core)
 version_added: 1.0.0
 description:
-  - Installs the collection's node-side core package, the code that the C(ip-masq-agent.service) of the
-    P(ipmasq.agent.ip_masq#role) role runs, below O(path) (as
+  - Installs the collection's node-side core package with its subpackages, the code that the
+    C(ip-masq-agent.service) of the P(ipmasq.agent.ip_masq#role) role runs, below O(path) (as
     C(<path>/ansible_collections/ipmasq/agent/plugins/module_utils/_core/)), byte-compiled for O(python).
   - The files are the ones this module itself carries, so the node runs exactly the code of the collection
     version that installed it; no list of files is kept anywhere. Nothing is written when the installed code is
@@ -75,7 +75,7 @@ path:
   sample: /usr/local/lib/ipmasq-agent/ansible_collections/ipmasq/agent/plugins/module_utils/_core
 written:
   description: Files whose content changed (or would change); every file when the code was missing or in the
-    flat layout of earlier releases.
+    flat layout of earlier releases. A file of a subpackage is named with its folder, for example C(nft/tools.py).
   returned: always
   type: list
   elements: str

@@ -137,6 +137,81 @@ def test_a_directory_that_cannot_be_removed_again_is_named(tmp_path):
 
 
 # --------------------------------------------------------------------------
+# the daemon modules: the backup store is written by steps of the same plan
+# --------------------------------------------------------------------------
+
+# On a tmpfs at the backup store, full but for a few pages: the original of
+# daemon.json and its record fit, the (big) unit's original does not.
+DAEMON_ENOSPC = r'''
+import hashlib, os
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.docker import docker_sync
+from ansible_collections.ipmasq.agent.plugins.module_utils._files.writer import Writer
+root, store = given['root'], given['store']
+ballast = os.path.join(store, 'ballast')
+with patch_module_args({}):
+    writer = Writer(AnsibleModule(argument_spec={}))
+
+def listing():
+    out = {}
+    for base, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = os.path.join(base, name)
+            if path == ballast:
+                continue
+            if os.path.isfile(path):
+                with open(path, 'rb') as handle:
+                    out[os.path.relpath(path, root)] = hashlib.sha256(handle.read()).hexdigest()
+            else:
+                out[os.path.relpath(path, root) + '/'] = 'dir'
+    return out
+
+before = listing()
+st = os.statvfs(store)
+fill = (st.f_bavail - 4) * st.f_frsize
+with open(ballast, 'wb') as handle:
+    while fill > 0:
+        fill -= handle.write(b'\0' * min(fill, 1 << 20))
+try:
+    docker_sync(given['params'], None, lambda _name: None, writer)
+    failure = None
+except MasqError as e:
+    failure = {'msg': e.msg, 'changed': e.details.get('changed', False)}
+after = listing()
+os.unlink(ballast)
+print(json.dumps({'failure': failure, 'same': before == after, 'before': sorted(before), 'after': sorted(after)}))
+'''
+
+
+def test_a_full_backup_store_midway_leaves_the_tree_and_the_store_as_they_were(tmp_path):
+    """The originals are kept by steps of the run's plan: the unit's original
+    does not fit (ENOSPC, a real full tmpfs) after daemon.json's original and
+    record were written: those go again, with the directories and the
+    timestamped copy the run made; nothing was replaced."""
+    root = tmp_path / 'root'
+    store = root / 'var' / 'lib' / 'ipmasq-agent' / 'backup'
+    store.mkdir(parents=True)
+    (root / 'etc' / 'docker').mkdir(parents=True)
+    (root / 'etc' / 'docker' / 'daemon.json').write_text('{\n  "ip-masq": false,\n  "log-level": "warn"\n}\n')
+    (root / 'etc' / 'systemd' / 'system').mkdir(parents=True)
+    (root / 'etc' / 'systemd' / 'system' / 'docker.service').write_text(
+        '[Service]\nExecStart=/usr/bin/dockerd -H fd:// --ip-masq=true\n' + '# a long comment line\n' * 8000)
+    params = {'state': 'present', 'root': str(root), 'unit_dirs': ['/etc/systemd/system', '/lib/systemd/system'],
+              'env_files': [], 'backup_dir': '/var/lib/ipmasq-agent/backup', 'backup': True,
+              'unit_name': 'docker.service', 'daemon_json': '/etc/docker/daemon.json', 'remove_stale_rules': False,
+              'report_networks': False, 'docker_bin': None, 'bridge_name': None, 'bridge_cidrs': None}
+    got = in_own_mounts([['mount', '-t', 'tmpfs', '-o', 'size=1m,mode=0700', 'imq-test-store', str(store)]],
+                        'given = ' + repr({'root': str(root), 'store': str(store), 'params': params}) + '\n'
+                        + DAEMON_ENOSPC)
+    assert got['failure'] is not None, 'the run did not fail: the store was not full'
+    assert got['same'], (got['before'], got['after'])
+    assert got['failure'] == {'msg': 'cannot write /etc/systemd/system/docker.service: No space left on device. '
+                                     'Nothing was changed.', 'changed': False}, got['failure']
+
+
+# --------------------------------------------------------------------------
 # ip_masq_node: a failed daemon-reload is a failed part
 # --------------------------------------------------------------------------
 

@@ -276,3 +276,32 @@ def test_temporary_files_a_killed_run_left_are_removed_by_the_next_run(nft_node,
     for path in kept + [fresh]:
         assert os.path.exists(tree.path(path)), path
         assert not [m for m in apply['messages'] if tree.path(path) + ':' in m]
+
+
+def test_absent_whose_record_cannot_be_dropped_puts_every_file_back(tree):
+    """One transaction with the backup store: state=absent puts both originals
+    back, then cannot drop their records (the store's directory made
+    immutable at the last replacement): the originals' put-back is undone
+    too, so the tree (store, records and copies included) is exactly as it
+    was before the run, and the run says so."""
+    unit_and_json(tree)
+    sync(tree, FaultAtMove(None, []))
+    before = listing(tree)
+    store = tree.path(DEFAULT_BACKUP_DIR + '/etc/docker')
+    writer = FaultAtMove(tree.path(UNIT), [store])
+    params = {'state': 'absent', 'root': tree.root, 'unit_dirs': list(DEFAULT_UNIT_DIRS), 'env_files': [],
+              'backup_dir': DEFAULT_BACKUP_DIR, 'backup': False, 'unit_name': 'docker.service',
+              'daemon_json': JSON, 'remove_stale_rules': False, 'report_networks': False, 'docker_bin': None,
+              'bridge_name': None, 'bridge_cidrs': None}
+    try:
+        with pytest.raises(MasqError) as failure:
+            docker_sync(params, None, lambda _name: None, writer)
+        assert writer.set == [store], 'the fault was not set'
+        assert listing(tree) == before, 'the undone run left something changed'
+    finally:
+        writer.clear()
+    err = failure.value
+    assert err.msg.startswith('cannot write %s/daemon.json' % store), err.msg
+    assert 'Operation not permitted' in err.msg and 'Traceback' not in err.msg
+    assert 'The files written before it (%s, %s) were put back as they were.' % (JSON, UNIT) in err.msg, err.msg
+    assert err.msg.endswith('Nothing was changed.') and not err.details.get('changed')

@@ -174,3 +174,69 @@ def test_temporary_files_a_killed_run_left_are_removed_by_the_next_run(tmp_path)
     assert not res.get('failed'), res.get('msg')
     assert res['changed'] is False and res['removed_temp_files'] == [orphan]
     assert not os.path.exists(orphan) and all(os.path.exists(p) for p in kept + [fresh])
+
+
+# ---------------------------------------------------------------- attributes and removals are in the transaction
+
+def apply_all(files, absent, fault):
+    items, _queried = node_files.plan(files, absent, [], {'mode': None, 'owner': None, 'group': None}, '0755')
+    node_files.apply(fault.module, items)
+
+
+def modes(directory):
+    return {name: (content, oct(mode)) for name, (content, mode) in listing(directory).items()}
+
+
+@pytest.mark.parametrize('later', ['a mode', 'a removal'])
+def test_a_later_step_that_fails_puts_the_written_file_back(tmp_path, later):
+    """The file is written, then setting a mode (the file made immutable
+    meanwhile) or removing a path (its directory made immutable) fails:
+    the written file is put back and every other path is as it was."""
+    first, other = tmp_path / 'one', tmp_path / 'two'
+    first.mkdir()
+    other.mkdir()
+    written, target = str(first / 'a.conf'), str(other / 'b.conf')
+    for path in (written, target):
+        with open(path, 'w') as handle:
+            handle.write('old\n')
+        os.chmod(path, 0o600)
+    before = (modes(str(first)), modes(str(other)))
+    if later == 'a mode':
+        files, absent, blocked = [{'path': written, 'content': 'new\n'}, {'path': target, 'mode': '0644'}], [], target
+    else:
+        files, absent, blocked = [{'path': written, 'content': 'new\n'}], [target], str(other)
+    fault = FaultAtMove(written, [blocked])
+    try:
+        with pytest.raises(MasqError) as failure:
+            apply_all(files, absent, fault)
+        assert fault.set == [blocked], 'the fault was not set'
+        assert (modes(str(first)), modes(str(other))) == before, 'a file was left written, changed or removed'
+    finally:
+        fault.clear()
+    msg = failure.value.msg
+    action = 'mode 0600 -> 0644' if later == 'a mode' else 'remove file'
+    assert msg.startswith('%s: %s failed: Operation not permitted.' % (target, action)), msg
+    assert 'The files written before it (%s) were put back.' % written in msg and msg.endswith('Nothing was changed.')
+    assert not failure.value.details.get('changed') and 'Traceback' not in msg
+
+
+def test_a_tree_to_remove_with_an_immutable_file_inside_is_refused_whole(tmp_path):
+    """An immutable file deep in a directory of ``absent``: refused before
+    anything is changed (rmtree used to remove the tree's other files, then fail)."""
+    top = tmp_path / 'old-agent'
+    (top / 'sub').mkdir(parents=True)
+    for name in ('a', 'sub/b', 'sub/c'):
+        (top / name).write_text(name + '\n')
+    written = str(tmp_path / 'new.conf')
+    before = sorted(os.path.relpath(os.path.join(b, n), str(tmp_path)) for b, d, f in os.walk(str(tmp_path))
+                    for n in d + f)
+    fault = FaultAtMove(None, [])
+    with immutable(str(top / 'sub' / 'c')):
+        with pytest.raises(MasqError) as failure:
+            apply_all([{'path': written, 'content': 'x\n'}], [str(top)], fault)
+        after = sorted(os.path.relpath(os.path.join(b, n), str(tmp_path)) for b, d, f in os.walk(str(tmp_path))
+                       for n in d + f)
+    assert after == before, 'a file of the tree was removed, or the new file written'
+    msg = failure.value.msg
+    assert msg.startswith('%s: cannot be changed: %s is immutable (chattr +i' % (top, top / 'sub' / 'c')), msg
+    assert msg.endswith('Nothing was changed.')

@@ -210,13 +210,18 @@ def test_resync_installs_idempotently_and_switching_it_off_removes_only_ours(tmp
     # The role's one task: its node run wrote the files and installed the code.
     node = [res for name, res in tasks if name.endswith(NODE_TASK)][0]
     assert node['files']['changed'] and node['resync_code']['changed'], node
-    installed = sorted(n for n in os.listdir(pkg) if n.endswith('.py'))
+    installed = sorted(os.path.relpath(os.path.join(top, n), pkg) for top, _dirs, names in os.walk(pkg)
+                       for n in names if n.endswith('.py'))
     assert set(n + '.py' for n in RESYNC_NEEDS) <= set(installed)
     for name in installed:
         with open(os.path.join(CORE, name)) as a, open(os.path.join(pkg, name)) as b:
             assert a.read() == b.read(), name
-    assert sorted(f.split('.')[0] for f in os.listdir(os.path.join(pkg, '__pycache__'))) == sorted(
-        n[:-3] for n in installed)
+    # Every module byte-compiled, in the __pycache__ of its own folder.
+    compiled = sorted(os.path.join(os.path.relpath(top, pkg), f.split('.')[0])
+                      for top, _dirs, names in os.walk(pkg) if os.path.basename(top) == '__pycache__'
+                      for f in names)
+    assert compiled == sorted(os.path.join(os.path.dirname(n), '__pycache__', os.path.basename(n)[:-3])
+                              for n in installed)
     assert sorted(os.listdir(units)) == sorted(UNITS)
     with open(tmpfiles) as handle:
         text = handle.read()

@@ -15,10 +15,15 @@ libvirt, or unknown) and whether it is allowed next to ours.
 
 One file per concern:
 
-* ``node.py``: reads the node once, through the registered backends' own
-  readers, and only reads (:func:`audit`, :func:`read_only`);
-* ``iptables.py``, ``nftables.py``: the rule interpreters, over the tables
-  as the core's readers parsed them (``iptables_save``, ``nft_json``);
+* ``node.py``: reads the node once, through the registered backends
+  (``Backend.audit_read``), and only reads (:func:`audit`,
+  :func:`read_only`): each backend returns what it found as neutral
+  findings (``_core/backend.py``: ``AuditFinding``), which the judge and
+  the report read without knowing the technology they came from;
+* ``iptables.py``, ``nftables.py``: the backends' readers (what their
+  ``audit_read`` calls) and the rule interpreters, over the tables as the
+  core's readers parsed them (``iptables_save``, ``nft_json``), and the
+  audit's words for ours there;
 * ``conds.py``: what a rule requires of a packet; ``walk.py``: which rules
   the postrouting hook reaches;
 * ``owners.py``: who wrote a rule (our daemons' descriptors come from their

@@ -9,6 +9,11 @@ one reader parsed it (``iptables_save.parse_save``, the table the sync
 reads), its rules' matches as the audit looks at them, and the SNAT sources
 the walk from POSTROUTING finds in it.
 
+The iptables backends' ``audit_read`` (on PATH and each flavour's own
+tools) read through :func:`read_nat`, which hands the audit a
+``backend.AuditFinding`` per nat table read; what they share in one audit
+(the flavours read per family) is :class:`NatReads`.
+
 Standard library only: this file runs on managed nodes.
 """
 
@@ -22,9 +27,23 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._audit.walk import (
     gated_before,
     source,
 )
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit.report import UNAUDITED
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import AuditFinding, AuditTable
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_flavours import FLAVOUR_TOOLS
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_iptables import IptablesOnPath
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import TARGET_FLAGS
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import PROC_TABLES, legacy_nat_exists
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import sub_chain_names
 
+# What removes ours from the flavour whose tools are not on PATH, by who
+# applies the policy (``report.offender_lines``' advice).
+SPLIT_FIX = {
+    'module': 'run ipmasq.agent.masq_chain, which removes ours from the iptables flavour not on PATH',
+    'role': "the role's policy step (tag ip_masq_chain) removes ours from the iptables flavour not on PATH",
+    'check': "this run's policy step would remove ours from the iptables flavour not on PATH "
+             "(check mode: nothing was written yet)",
+}
 REACHABLE_ONLY_TARGETS = ('NETMAP',)   # NETMAP rewrites the source only when reached from POSTROUTING
 GOTO_FLAGS = ('-g', '--goto')
 _HAIRPIN_SET = re.compile(r'LOOP-?BACK|HAIRPIN', re.I)
@@ -142,3 +161,105 @@ def audit_iptables(nat, family, backend, chain):
             src['ours'] = name in ours
             sources.append(src)
     return sources
+
+
+def nat_finding(backend, family, flavour, table):
+    """A nat table read (``iptables_save.NatTable``) as the audit's finding.
+    iptables-nft's nat table is nft's table ``ip nat`` (``ip6 nat``): it
+    stands for that one, unless it cannot show every chain of it."""
+    place = FLAVOUR_TOOLS['nf_tables' if flavour == 'nf_tables' else 'legacy']
+    shows, notes = (), ()
+    if flavour == 'nf_tables':
+        if table.incomplete:
+            notes = ('IPv%d: iptables-nft cannot show every chain of its nat table (incompatible '
+                     'nft chains): that table is read from nft instead.' % family,)
+        else:
+            shows = (('ip' if family == 4 else 'ip6', 'nat'),)
+    nat = AuditTable('nat', (family,), lambda chain: audit_iptables(table, family, place, chain))
+    return AuditFinding(backend, family, place, IptablesOnPath.name, 'IPv%d nat table (%s)' % (family, place),
+                        tables=[nat], shows=shows, notes=notes)
+
+
+class NatReads:
+    """What the iptables backends' reads share in one audit (``View.kept``):
+    the flavours read (or skipped) per family, and the families whose
+    iptables cannot be read at all."""
+
+    def __init__(self, view):
+        self.flavours = dict((family, set()) for family in view.families)
+        self.closed = set()
+
+    def done(self, view, family):
+        """After every backend read ``family``: what none of them could read."""
+        if family == 4 and not self.flavours[4]:
+            view.notes.append('IPv4: iptables-save not found; only nft tables were audited.')
+        return _unread_legacy(view, family, self.flavours[family])
+
+
+def read_nat(view, backend, tools, family, flavour):
+    """The findings of the nat table of ``family`` as ``tools``
+    (``iptables_tools.Tools``) show it; ``flavour``: theirs, or None (the
+    tools on PATH: asked).  A flavour already read for the family is not
+    read twice."""
+    reads = view.kept(NatReads)
+    if family not in reads.flavours or family in reads.closed or not tools.save_bin:
+        return []
+    if flavour is not None and flavour in reads.flavours[family]:
+        return []
+    view.tools_found = True
+    try:
+        flavour, table = _nat(view, tools, family, flavour)
+    except MasqError as e:
+        if family == 4 and flavour is None:
+            raise
+        view.notes.append('IPv%d: %s; skipped.' % (family, e.msg))
+        if flavour is None:
+            reads.closed.add(family)    # no usable ip6tables (no IPv6 in this kernel?)
+        return []
+    reads.flavours[family].add(flavour)
+    return [] if table is None else [nat_finding(backend, family, flavour, table)]
+
+
+def _nat(view, tools, family, flavour):
+    """``(flavour, table)``; ``table`` is None when it was not read."""
+    if flavour is None and tools.iptables:
+        flavour = tools.version(strict=False)[1]
+    if flavour == 'legacy' and not legacy_nat_exists(view.proc_read, family):
+        view.notes.append('IPv%d: the legacy nat table is not loaded in the kernel (%s does not list it): '
+                          'it holds no rules, and reading it would create it; skipped.'
+                          % (family, PROC_TABLES[family]))
+        return flavour, None
+    table = tools.read(record=False, ask=False)
+    return table.backend or flavour or 'legacy', table
+
+
+def _unread_legacy(view, family, read):
+    """Ours in a legacy nat table no tool read (no iptables-legacy-save): the
+    kernel lists the table's chains (``view.legacy_chains``, a read);
+    packets pass that table too, so ours there is not only ours."""
+    if 'legacy' in read or not legacy_nat_exists(view.proc_read, family):
+        return []       # read, or not made: it holds nothing
+    names = view.legacy_chains(family)
+    if not names or view.chain not in names:
+        return []
+    tool = 'iptables-legacy' if family == 4 else 'ip6tables-legacy'
+    note = ('%s: our chain %s is in the legacy nat table, which packets pass too, and %s-save is not '
+            'installed, %s: run ipmasq.agent.masq_chain, which fails naming the commands that remove it, or '
+            'install the iptables-legacy tools and audit again.'
+            % (FAMILY_NAMES[family].replace('ip', 'IP'), view.chain, tool, UNAUDITED))
+    clause = 'our chain is also in the IPv%d legacy nat table, which was not audited' % family
+    return [AuditFinding(FLAVOUR_TOOLS['legacy'], family, FLAVOUR_TOOLS['legacy'], IptablesOnPath.name, None,
+                         unread=(note, clause))]
+
+
+def words(chain, advice):
+    """The audit's words for ours in iptables (``backend.Backend.audit_words``):
+    the legacy nat table and iptables-nft's are both traversed, so ours in
+    each is two policies (a chain left behind when the node's iptables moved)."""
+    return {
+        'ours': 'iptables (chain %s)' % chain,
+        'split': 'our chain is in both the iptables-legacy and the iptables-nft nat table',
+        'split_line': ('our chain %s is in both the iptables-legacy and the iptables-nft nat table, and packets pass '
+                       'both: %s (or remove it yourself: iptables-legacy -t nat -D POSTROUTING -j %s; iptables-legacy '
+                       '-t nat -F %s; iptables-legacy -t nat -X %s).' % (chain, SPLIT_FIX[advice], chain, chain, chain)),
+    }

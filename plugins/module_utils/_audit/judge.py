@@ -12,11 +12,8 @@ Standard library only: this file runs on managed nodes.
 """
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.allow import parse_allow
-from ansible_collections.ipmasq.agent.plugins.module_utils._audit.iptables import audit_iptables
-from ansible_collections.ipmasq.agent.plugins.module_utils._audit.nftables import NFT_FAMILIES, audit_nft_table, has_nat
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit import owners
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.report import make_result
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import parse_save
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import DEFAULT_CHAIN, validate_chain_name
 
 
@@ -44,43 +41,41 @@ def judge(sources, allow):
     return sources
 
 
-def analyse(snapshots, nft_tables, chain=DEFAULT_CHAIN, ipv6=False, allow=None, notes=None):
-    """Turn what was read into the module's result (pure; tested directly).
-    ``snapshots``: ``(family, flavour, table)``, the nat table as
-    ``iptables_save.parse_save`` read it (or its text); ``nft_tables``:
-    ``nft_json.parse_nft`` tables, None when nft was not read."""
+def analyse(findings, chain=DEFAULT_CHAIN, ipv6=False, allow=None, notes=None):
+    """Turn what the backends found (``backend.AuditFinding``, in the
+    audit's order) into the module's result (pure; tested directly).  A
+    table that another finding shows too (its ``shows``) is left out, and
+    so is one whose families the audit does not cover."""
     chain = validate_chain_name(chain)
     allow_entries = parse_allow(allow)
     notes = list(notes or [])
     families = (4, 6) if ipv6 else (4,)
+    shown = set()
+    for finding in findings:
+        shown |= finding.shows
     sources = []
-    compat = set()
     audited = []
-    for family, backend, table in snapshots:
-        if isinstance(table, str):
-            table = parse_save(table)
-        label = 'iptables-nft' if backend == 'nf_tables' else 'iptables-legacy'
-        if backend == 'nf_tables':
-            if table.incomplete:
-                notes.append('IPv%d: iptables-nft cannot show every chain of its nat table (incompatible '
-                             'nft chains): that table is read from nft instead.' % family)
-            else:
-                compat.add(('ip' if family == 4 else 'ip6', 'nat'))
-        audited.append('IPv%d nat table (%s)' % (family, label))
-        sources.extend(audit_iptables(table, family, label, chain))
-    if nft_tables is not None:
+    ours = []       # (families, home, place) of each reachable rule of ours
+    for finding in findings:
+        notes.extend(finding.notes)
         names = []
-        for (fam, name), t in nft_tables.items():
-            if fam not in NFT_FAMILIES:
+        for table in finding.tables:
+            if table.key in shown or not set(table.families) & set(families):
                 continue
-            if fam == 'ip6' and 6 not in families:
-                continue
-            if (fam, name) in compat:
-                continue   # the same rules iptables-nft-save showed
-            found = audit_nft_table(t, chain)
-            if found or has_nat(t):
-                names.append('%s %s' % (fam, name))
+            found = table.sources(chain)
+            if found or table.listed:
+                names.append(table.name)
             sources.extend(found)
-        audited.append('nft ruleset (%s)' % (', '.join(names) if names else 'no other nat tables'))
+            ours.extend((table.families, finding.home, finding.place)
+                        for src in found if src['ours'] and src['reachable'])
+        if finding.audited is not None:
+            audited.append(finding.line(names))
     judge(sources, allow_entries)
-    return make_result(sources, chain, families, audited, notes)
+    result = make_result(sources, chain, families, audited, notes, ours)
+    for finding in findings:
+        if finding.unread is not None:
+            note, clause = finding.unread
+            result['only_ours'] = False
+            result['notes'].append(note)
+            result['summary'] = '%s; %s.' % (result['summary'].rstrip('.'), clause)
+    return result

@@ -9,6 +9,10 @@ reader parsed it (``nft_json.parse_nft``), its rules' matches as the audit
 looks at them, and the SNAT sources the walk from its nat postrouting base
 chains finds in it (through jumps, gotos and verdict maps).
 
+The nftables backend's ``audit_read`` reads the whole ruleset through
+:func:`read_ruleset`, which hands the audit one ``backend.AuditFinding``
+with every ip, ip6 and inet table of it.
+
 Standard library only: this file runs on managed nodes.
 """
 
@@ -17,9 +21,14 @@ import re
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.conds import Cond, combine
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.owners import OURS
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.walk import SNAT_TARGETS, bfs, gated_before, source
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import AuditFinding, AuditTable
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_nftables import Nftables
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import involves, render_expr, render_rule
 
 NFT_FAMILIES = {'ip': 'ipv4', 'ip6': 'ipv6', 'inet': 'inet'}
+# The IP families the rules of a table of each nft family can act on.
+SERVES = {'ip': (4,), 'ip6': (6,), 'inet': (4, 6)}
 _HAIRPIN_SET = re.compile(r'hairpin|loop-?back', re.I)
 
 
@@ -156,3 +165,38 @@ def audit_nft_table(t, chain):
                 src['owner'] = OURS.name
             sources.append(src)
     return sources
+
+
+def ruleset_finding(backend, tables):
+    """The nft ruleset read (``nft_json.parse_nft`` tables) as the audit's finding."""
+    found = []
+    for (fam, name), t in tables.items():
+        if fam not in NFT_FAMILIES:
+            continue
+        found.append(AuditTable('%s %s' % (fam, name), SERVES[fam], _table_sources(t), listed=has_nat(t),
+                                key=(fam, name)))
+    return AuditFinding(backend, None, Nftables.name, Nftables.name, 'nft ruleset', tables=found,
+                        names='no other nat tables')
+
+
+def _table_sources(t):
+    return lambda chain: audit_nft_table(t, chain)
+
+
+def read_ruleset(view, backend, nft):
+    """The findings of the whole nft ruleset, with ``nft`` (``nft_tools.NftTools``)."""
+    if not nft.available:
+        if view.include_nft == 'always':
+            raise MasqError('include_nft=always but the nft command was not found on the node; '
+                            'install the nftables package or set include_nft=auto.')
+        view.notes.append('nft not found: tables created with nft directly were not audited.')
+        return []
+    view.tools_found = True
+    try:
+        tables = nft.list_ruleset()
+    except MasqError as e:
+        if view.include_nft == 'always' or 'rc' not in e.details:
+            raise
+        view.notes.append(e.msg + '; nft tables were not audited.')
+        return []
+    return [ruleset_finding(backend, tables)]

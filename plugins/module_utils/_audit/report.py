@@ -13,26 +13,30 @@ Standard library only: this file runs on managed nodes.
 import collections
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.walk import FAMILY_NAMES
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends
 
-LEGACY_NOTE = ' is in the legacy nat table, which packets pass too'
+# A note that says ours is where the audit could not read it: a problem
+# (``offender_lines``), in the words of the backend that could not read it.
+UNAUDITED = 'so its rules were not audited'
 
 
-def make_result(sources, chain, families, audited, notes):
+def make_result(sources, chain, families, audited, notes, ours=()):
+    """``ours``: ``(families, home, place)`` of each reachable rule of ours:
+    the IP families it acts on, the backend that writes the policy there
+    and the backend whose table holds it (``backend.AuditFinding``)."""
     offenders = [s for s in sources if s['reachable'] and not s['allowed']]
     ours_by_family = {}
     for family in families:
-        name = FAMILY_NAMES[family]
-        ours_by_family[name] = any(s['ours'] and s['reachable'] and s['family'] in (name, 'inet')
-                                   for s in sources)
+        ours_by_family[FAMILY_NAMES[family]] = any(family in served for served, _home, _place in ours)
     ours_present = all(ours_by_family.values())
-    # Our policy lives in one backend: an iptables chain of ours and an nft
-    # table of ours at the same time is a switch left half done (or a
-    # DaemonSet still writing its chain beside our table).
-    ours_backends = sorted(set('nftables' if s['backend'] == 'nft' else 'iptables'
-                               for s in sources if s['ours'] and s['reachable']))
-    # The legacy nat table and iptables-nft's are both traversed: ours in each
-    # is two policies too (a chain left behind when the node's iptables moved).
-    ours_in = _ours_in(sources)
+    # Our policy lives in one backend: ours in two (an iptables chain and an
+    # nft table) at the same time is a switch left half done (or a DaemonSet
+    # still writing its chain beside our table).
+    ours_backends = sorted(set(home for _served, home, _place in ours))
+    # Tables of one backend that are all traversed (the legacy nat table and
+    # iptables-nft's): ours in each is two policies too (a chain left behind
+    # when the node's iptables moved).
+    ours_in = sorted(set(place for _served, _home, place in ours))
     only_ours = ours_present and not offenders and len(ours_backends) < 2 and len(ours_in) < 2
     return {
         'changed': False,
@@ -44,16 +48,10 @@ def make_result(sources, chain, families, audited, notes):
         'ours_backends': ours_backends,
         'ours_in': ours_in,
         'only_ours': only_ours,
-        'summary': summary(sources, offenders, ours_by_family, chain, ours_backends),
+        'summary': summary(sources, offenders, ours_by_family, chain, ours_backends, ours_in),
         'audited': audited,
         'notes': notes,
     }
-
-
-def _ours_in(sources):
-    """Where ours is reachable: V(iptables-legacy), V(iptables-nft) and/or V(nftables)."""
-    return sorted(set('nftables' if s['backend'] == 'nft' else s['backend']
-                      for s in sources if s['ours'] and s['reachable']))
 
 
 def _counts(sources):
@@ -61,16 +59,16 @@ def _counts(sources):
     return ', '.join('%s (%d)' % (o, n) for o, n in sorted(counts.items()))
 
 
-def summary(sources, offenders, ours_by_family, chain, ours_backends=()):
+def summary(sources, offenders, ours_by_family, chain, ours_backends=(), ours_in=()):
     parts = []
     missing = [f for f, present in sorted(ours_by_family.items()) if not present]
     if missing:
         parts.append('%s masquerades nothing in %s (chain missing, empty, or not reached from POSTROUTING)'
                      % (chain, ' and '.join(m.replace('ip', 'IP') for m in missing)))
     if len(ours_backends) > 1:
-        parts.append('our policy is in both iptables and nftables')
-    elif len(_ours_in(sources)) > 1:
-        parts.append('our chain is in both the iptables-legacy and the iptables-nft nat table')
+        parts.append('our policy is in both %s' % ' and '.join(ours_backends))
+    elif len(ours_in) > 1:
+        parts.append(_split(ours_backends, chain, 'module', ours_in)[0])
     if offenders:
         parts.append('%d other SNAT rule%s would act on pod traffic: %s'
                      % (len(offenders), '' if len(offenders) == 1 else 's', _counts(offenders)))
@@ -85,29 +83,41 @@ def summary(sources, offenders, ours_by_family, chain, ours_backends=()):
     return '; '.join(parts) + '.'
 
 
+def _words(name, chain, advice):
+    """The audit's words of the registered backend ``name`` (``Backend.audit_words``)."""
+    for cls in backends.REGISTRY:
+        if cls.name == name:
+            return cls.audit_words(chain, advice)
+    return {'ours': name}
+
+
+def _split(homes, chain, advice, places):
+    """Ours in several tables of one backend (``places``), all traversed:
+    the summary's clause and the problem, in that backend's words."""
+    words = _words(homes[0], chain, advice) if homes else {}
+    clause = words.get('split') or 'our chain is in both %s' % ' and '.join(places)
+    return clause, words.get('split_line') or '%s, and packets pass both.' % clause
+
+
 # Who applies the policy, in the advice of offender_lines: the module a
 # playbook runs, the ip_masq role, or the role in check mode (whose policy
 # step wrote nothing: the audit reads the node as it was).
 FIXES = {
     'module': {
         'missing': 'run ipmasq.agent.masq_chain.',
-        'both': 'run ipmasq.agent.masq_chain with the backend it belongs in (backend=iptables or nftables); '
+        'both': 'run ipmasq.agent.masq_chain with the backend it belongs in (backend=%(writers)s); '
                 'it removes ours from the other one.',
-        'flavours': 'run ipmasq.agent.masq_chain, which removes ours from the iptables flavour not on PATH',
     },
     'role': {
         'missing': "the role's policy step (tag ip_masq_chain) applies it; see the audit's sources for a rule "
                    "that ends POSTROUTING before its jump.",
-        'both': "set ip_masq_backend to the one it belongs in (iptables or nftables): the role's policy step "
+        'both': "set ip_masq_backend to the one it belongs in (%(writers)s): the role's policy step "
                 "removes ours from the other one.",
-        'flavours': "the role's policy step (tag ip_masq_chain) removes ours from the iptables flavour not on PATH",
     },
     'check': {
         'missing': 'this run would apply it (check mode: nothing was written yet).',
         'both': "this run's policy step would remove ours from the backend ip_masq_backend does not pick "
                 "(check mode: nothing was written yet).",
-        'flavours': "this run's policy step would remove ours from the iptables flavour not on PATH "
-                    "(check mode: nothing was written yet)",
     },
 }
 
@@ -117,21 +127,22 @@ def offender_lines(result, advice='module', check_mode=False):
     advice names what applies the policy: ``module`` (a playbook runs
     masq_chain) or ``role`` (the ip_masq role; in check mode, what its run
     would do)."""
-    fix = FIXES['check' if advice == 'role' and check_mode else advice]
+    key = 'check' if advice == 'role' and check_mode else advice
+    fix = FIXES[key]
     lines = []
     for family, present in sorted(result['ours_by_family'].items()):
         if not present:
             lines.append('%s: no MASQUERADE of %s is reached from POSTROUTING; %s'
                          % (family.replace('ip', 'IP'), result['chain'], fix['missing']))
-    if len(result.get('ours_backends') or ()) > 1:
-        lines.append('our policy is in both iptables (chain %s) and nftables (table inet %s): %s'
-                     % (result['chain'], result['chain'].lower(), fix['both']))
-    elif len(_ours_in(result['sources'])) > 1:
-        chain = result['chain']
-        lines.append('our chain %s is in both the iptables-legacy and the iptables-nft nat table, and packets pass '
-                     'both: %s (or remove it yourself: iptables-legacy -t nat -D POSTROUTING -j %s; iptables-legacy '
-                     '-t nat -F %s; iptables-legacy -t nat -X %s).' % (chain, fix['flavours'], chain, chain, chain))
-    lines.extend(n for n in result.get('notes') or [] if LEGACY_NOTE in n)
+    homes = result.get('ours_backends') or ()
+    if len(homes) > 1:
+        writers = ' or '.join(cls.name for cls in backends.REGISTRY if cls.writes)
+        lines.append('our policy is in both %s: %s'
+                     % (' and '.join(_words(home, result['chain'], 'module')['ours'] for home in homes),
+                        fix['both'] % {'writers': writers}))
+    elif len(result.get('ours_in') or ()) > 1:
+        lines.append(_split(homes, result['chain'], key, result['ours_in'])[1])
+    lines.extend(n for n in result.get('notes') or [] if UNAUDITED in n)
     for s in result['offenders']:
         lines.append('[%s %s %s: %s] %s: %s -- %s'
                      % (s['family'].replace('ip', 'IP'), s['backend'], s['table'], ' > '.join(s['path']),

@@ -22,11 +22,13 @@ Standard library only: this file runs on managed nodes.
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import xtables_kernel
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Backend
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_iptables import IptablesShared
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend, ours_elsewhere, others_before
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_rules import jump_spec
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_rules import jump_spec, others_text, sub_declarations
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import TOOLS, Tools, legacy_nat_exists
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import FAMILIES
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.result_words import did
 
 # The iptables flavours (as iptables-save names them) and their own tools' prefix.
 FLAVOURS = (('legacy', 'iptables-legacy'), ('nf_tables', 'iptables-nft'))
@@ -86,6 +88,8 @@ class IptablesFlavour(Backend):
 
     writes = False
     flavour = None
+    diff_rank = 1
+    audit_listings = ((r'ip6?tables-(legacy|nft)-save', ('-t', 'nat')), (r'ip6?tables-(legacy|nft)', ('--version',)))
 
     def available(self):
         return True
@@ -102,28 +106,6 @@ class IptablesFlavour(Backend):
     def read(self, reading, policy):
         raise MasqError('%s: the policy is written with the iptables tools on PATH.' % self.name)
 
-    def _path(self, reading):
-        """The flavour of the iptables tools on PATH: from what they printed,
-        or None (not read; ``_path_version`` then asks them)."""
-        shared = reading.shared
-        if 'iptables_path' not in shared:
-            path = None
-            ipt = reading.of.get('iptables')
-            if ipt is not None and ipt.ipt is not None:
-                for _family, table in sorted(ipt.ipt.tables.items()):
-                    if table.backend:
-                        path = table.backend
-                        break
-            shared['iptables_path'] = path
-        return shared['iptables_path']
-
-    def _path_version(self, reading):
-        """The flavour of the iptables tools on PATH, from ``iptables
-        --version`` ('' when there is none, or it cannot say)."""
-        path = self.node.backends['iptables'].iptables.tools[4].version(strict=False)[1] or ''
-        reading.shared['iptables_path'] = path
-        return path
-
     def _maybe_held(self, chain):
         """The families whose nat table of this flavour may hold ``chain``:
         family -> True (the kernel says so) or None (a legacy nat table
@@ -138,17 +120,18 @@ class IptablesFlavour(Backend):
         Without them, a chain of ours the kernel holds there is an error
         naming where it is and how to remove it (``after_look``); where the
         kernel cannot say, a warning."""
-        if reading.shared.get('iptables_nowhere'):
+        shared = reading.share(IptablesShared)
+        if shared.nowhere:
             return      # the iptables backend asked: no chain of ours in any iptables nat table
         st = self.state(reading)
-        held = reading.shared.setdefault('iptables_held', [])
-        path = self._path(reading)
+        held = shared.held
+        path = shared.path_flavour
         if self.flavour == path:
             return
         maybe = self._maybe_held(reading.chain)
         if not maybe:
             return
-        if path is None and self.flavour == self._path_version(reading):
+        if path is None and self.flavour == shared.known_path_flavour(self.node):
             return
         other = IptablesBackend(self.node.run, flavoured_find(self.node.find, self.flavour, maybe))
         for family in sorted(maybe):
@@ -176,7 +159,7 @@ class IptablesFlavour(Backend):
             st.other, st.ipt = other, ipt
 
     def after_look(self, reading):
-        held = reading.shared.get('iptables_held')
+        held = reading.share(IptablesShared).held
         if held:
             raise MasqError(held_message(reading.chain, held))
 
@@ -197,9 +180,11 @@ class IptablesFlavour(Backend):
 
     def audit_read(self, view, family):
         """The nat table of ``family`` as this flavour's own tools show it."""
-        if family is not None:
-            view.iptables(Tools(family, self.node.run, flavoured_find(self.node.find, self.flavour, (family,))),
-                          family, self.flavour)
+        if family is None:
+            return []
+        from ansible_collections.ipmasq.agent.plugins.module_utils._audit.iptables import read_nat     # the audit's reader: loaded by an audit only
+        tools = Tools(family, self.node.run, flavoured_find(self.node.find, self.flavour, (family,)))
+        return read_nat(view, self.name, tools, family, self.flavour)
 
     def report(self, reading, plan, policy, state, result):
         """Ours found here, per family read (``other_iptables``)."""
@@ -219,6 +204,37 @@ class IptablesFlavour(Backend):
                 result['commands'].extend(st.other.tools[family].commands)
         result['warnings'].extend(st.notes)
         return []
+
+    @classmethod
+    def _entries(cls, result):
+        """This flavour's entries of ``other_iptables``."""
+        return [entry for entry in result.get('other_iptables') or []
+                if entry.get('family') in FAMILIES and entry.get('tools') == tool_name(cls.flavour, entry['family'])]
+
+    @classmethod
+    def diff_text(cls, result, which):
+        """Ours in this flavour: there before, gone after when this run removes it."""
+        text = ''
+        for entry in cls._entries(result):
+            if not (entry.get('chain_exists') or entry.get('jumps') or entry.get('others')):
+                continue
+            text += '# %s nat (IPv%d), the iptables flavour not on PATH\n' % (entry['tools'], entry['family'])
+            if which == 'before' or not entry.get('changed'):
+                lines = list(entry.get('jumps') or [])
+                if entry.get('chain_exists'):
+                    lines.append(':%s - [0:0]' % result['chain'])
+                lines.extend(sub_declarations(entry.get('rules') or [], result['chain']))
+                lines.extend(entry.get('rules') or [])
+                lines.extend(others_text(entry.get('others')))
+                text += ''.join(line + '\n' for line in lines)
+        return text
+
+    @classmethod
+    def msg_parts(cls, result, check_mode, present, elsewhere):
+        """``IPv4 ours in iptables-legacy removed``, after every backend's own."""
+        later = [did(check_mode, 'IPv%s ours in %s' % (entry.get('family'), entry.get('tools')), 'removed', 'remove')
+                 for entry in cls._entries(result) if entry.get('changed')]
+        return [], [], later
 
 
 class IptablesLegacy(IptablesFlavour):

@@ -12,11 +12,14 @@ looks in the other one).
 Standard library only: this file runs on managed nodes.
 """
 
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import drift as rule_drift
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Backend
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend, ours_elsewhere
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import legacy_nat_exists
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_rules import diff_text
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import TOOLS, Tools, legacy_nat_exists
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import FAMILIES
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.result_words import did, plural
 
 NOT_FOUND = 'iptables-save/iptables-restore not found: no iptables chain to remove.'
 
@@ -29,12 +32,48 @@ class IptablesState:
         self.note = None        # why iptables was not read
 
 
+class IptablesShared:
+    """What the iptables backends (the tools on PATH, ``IptablesOnPath``, and
+    the flavours, ``backend_flavours.py``) read together in one run; each
+    reaches it with ``reading.share(IptablesShared)``."""
+
+    def __init__(self):
+        self.path_flavour = None    # the flavour of the tools on PATH, once known ('' when they cannot say)
+        self.nowhere = False        # the kernel holds no chain of ours in any iptables nat table
+        self.held = []              # (flavour, family): ours held in a flavour whose tools are not installed
+
+    def known_path_flavour(self, node):
+        """The flavour of the tools on PATH: from what they printed when
+        read, else from ``iptables --version`` ('' when there is none, or it
+        cannot say); asked once per run."""
+        if self.path_flavour is None:
+            self.path_flavour = Tools(4, node.run, node.find).version(strict=False)[1] or ''
+        return self.path_flavour
+
+
 class IptablesOnPath(Backend):
     """The policy in iptables, with the tools on PATH."""
 
     name = 'iptables'
     installed_text = 'iptables is installed'
+    tools_text = 'iptables (iptables-save and iptables-restore)'
     audit_rank = 0
+    tool = 'iptables-restore'
+    tool_key = 'iptables'
+    packages = (('RedHat', 9, 'iptables-nft'), ('', 0, 'iptables'))
+    drift_kinds = (
+        'chain_missing',        # our chain was not there (created, with its rules)
+        'chain_rules',          # the chain's rules differed (rewritten)
+        'jump_missing',         # no POSTROUTING jump to the chain (added)
+        'jump_wrong',           # a jump to the chain of another form (replaced)
+        'jump_duplicate',       # more than one jump (the others removed)
+        'jump_position',        # jump_position first, and the jump was not first (moved)
+        'chain_unwanted',       # our chain in a family the policy does not manage (removed)
+    )
+    metric_help = "iptables: the chain's rules and its POSTROUTING jump"
+    result_keys = ('ipv4', 'ipv6')
+    diff_rank = 0
+    audit_listings = ((r'ip6?tables-save', ('-t', 'nat')), (r'ip6?tables', ('--version',)))
 
     def __init__(self, node):
         Backend.__init__(self, node)
@@ -58,7 +97,12 @@ class IptablesOnPath(Backend):
         return self.state(reading).ipt is not None
 
     def _read(self, reading, policy):
-        self.state(reading).ipt = self.iptables.read(policy, reading.chain)
+        ipt = self.state(reading).ipt = self.iptables.read(policy, reading.chain)
+        shared = reading.share(IptablesShared)
+        for _family, table in sorted(ipt.tables.items()):
+            if table.backend:
+                shared.path_flavour = table.backend
+                break
 
     def holds_ours(self, reading):
         return bool(self._holding(reading))
@@ -81,11 +125,6 @@ class IptablesOnPath(Backend):
 
     def read(self, reading, policy):
         self._read(reading, policy)
-
-    def candidate(self, reading, policy, tolerate):
-        """auto: read where the tools are installed."""
-        if self.available():
-            self._read(reading, policy)
 
     def new_home(self, reading):
         """auto, a node with neither policy: whether the policy can go here."""
@@ -113,7 +152,7 @@ class IptablesOnPath(Backend):
         if self.was_read(reading):
             return
         if not self._look_for_chain(reading):
-            reading.shared['iptables_nowhere'] = True
+            reading.share(IptablesShared).nowhere = True
 
     def _look_for_chain(self, reading):
         """Another backend chosen: whether iptables holds a chain of ours too.
@@ -154,6 +193,17 @@ class IptablesOnPath(Backend):
             return []
         return list(self.iptables.plan(ipt, None, reading.chain, adopt, strict=strict, undo=undo).steps)
 
+    def removal(self, select):
+        """``select(family, table) -> (rules, chains)`` picks from each
+        family's nat table (``iptables_save.NatTable``, as the tools on PATH
+        read it); one ``iptables-restore --noflush`` per family removes them."""
+        if not self.available():
+            return None
+        return self.iptables.removal(select)
+
+    def missing_text(self):
+        return 'iptables-save/iptables-restore not found; no rules checked.'
+
     @staticmethod
     def rules_in_place(result, policy):
         """The chain's rules and its jump, per managed family."""
@@ -166,8 +216,16 @@ class IptablesOnPath(Backend):
 
     def audit_read(self, view, family):
         """The nat table of ``family`` as the tools on PATH show it (their flavour asked first)."""
-        if family is not None:
-            view.iptables(self.iptables.tools[family], family, None)
+        if family is None:
+            return []
+        from ansible_collections.ipmasq.agent.plugins.module_utils._audit.iptables import read_nat     # the audit's reader: loaded by an audit only
+        return read_nat(view, self.name, self.iptables.tools[family], family, None)
+
+    @classmethod
+    def audit_words(cls, chain, advice):
+        """Ours in the chain, and in both flavours' nat tables."""
+        from ansible_collections.ipmasq.agent.plugins.module_utils._audit.iptables import words     # the audit's words: loaded by an audit only
+        return words(chain, advice)
 
     def report(self, reading, plan, policy, state, result):
         st = self.state(reading)
@@ -184,3 +242,80 @@ class IptablesOnPath(Backend):
         # 'backend' is the flavour of the iptables tools on PATH (kept for compatibility): the same, named clearly.
         result['iptables_flavour'] = keys['backend']
         return []
+
+    # -- the consumers' words (backend.Backend) ----------------------------------
+
+    @staticmethod
+    def holds_policy(result):
+        return any((result.get('ipv%d' % family) or {}).get('managed') for family in FAMILIES)
+
+    @staticmethod
+    def diff_text(result, which):
+        """The chain and its jumps per family, in ``iptables-save`` form."""
+        return diff_text(result, which)
+
+    @staticmethod
+    def msg_parts(result, check_mode, present, elsewhere):
+        """``IPv4 5 rules written (was 0)``, ``IPv6 not managed``; ``IPv4 old chain X removed`` later."""
+        changed, steady, later = [], [], []
+        for family in FAMILIES:
+            name = 'IPv%d' % family
+            side = result.get('ipv%d' % family) or {}
+            rules = len(side.get('rules') or [])
+            if side.get('managed') and present:
+                if side.get('changed'):
+                    was = len((side.get('before') or {}).get('rules') or [])
+                    changed.append(did(check_mode, '%s %s' % (name, plural(rules, 'rule')), 'written', 'write',
+                                       ' (was %d)' % was))
+                else:
+                    steady.append('%s %s' % (name, plural(rules, 'rule')))
+            elif side.get('changed'):
+                changed.append(did(check_mode, '%s chain' % name, 'removed', 'remove'))
+            elif not elsewhere:
+                steady.append(('%s not managed' if present else '%s absent') % name)
+        # Ours under another chain name (a renamed chain), removed in the same run.
+        for family in FAMILIES:
+            for other in (result.get('ipv%d' % family) or {}).get('others') or []:
+                later.append(did(check_mode, 'IPv%d old chain %s' % (family, other.get('chain')), 'removed', 'remove'))
+        return changed, steady, later
+
+    @staticmethod
+    def log_lines(result):
+        """The ``iptables-restore`` input per family."""
+        out = []
+        for family in FAMILIES:
+            payload = (result.get('ipv%d' % family) or {}).get('restore_input')
+            if payload:
+                out.append('%s-restore input:\n%s' % (TOOLS[family][0], payload.rstrip('\n')))
+        return out
+
+    @staticmethod
+    def in_sync_text(result):
+        return ('in sync: chain %s and its POSTROUTING jump (%s, iptables %s; %s); nothing written.'
+                % (result['chain'], result['backend'], result['iptables_version'], result['selected_backend_reason']))
+
+    @staticmethod
+    def drift_words(result, action, said):
+        for family in FAMILIES:
+            key = 'ipv%d' % family
+            if not action.startswith('IPv%d: rewrite chain ' % family):
+                continue
+            if key in said:
+                return ''
+            said.add(key)
+            found = (result.get(key) or {}).get('drift')
+            return rule_drift.describe(found) if found else ''
+        return ''
+
+    @staticmethod
+    def drift_report(result):
+        """'missing' when the chain was in no managed family before the run."""
+        families = [result.get('ipv%d' % family) for family in FAMILIES]
+        families = [side if isinstance(side, dict) else {} for side in families]
+        exists = [((f.get('before') or {}).get('chain_exists')) for f in families if f.get('managed')]
+        words = []
+        for family, side in zip(FAMILIES, families):
+            found = side.get('drift')
+            if found and rule_drift.describe(found):
+                words.append('IPv%d chain: %s' % (family, rule_drift.describe(found)))
+        return 'missing' if exists and not any(exists) else 'drifted', words

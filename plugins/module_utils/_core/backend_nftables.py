@@ -16,7 +16,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core import drift as
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Backend
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_tools import NftTools, missing_nft
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables import carries_our_comment, plan_absent, plan_present, remove_others
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables import carries_our_comment, plan_absent, plan_present, remove_others, table_drift
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_rules import (
     CHAIN,
     FAMILY,
@@ -26,7 +26,15 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_rules 
     table_label,
     table_name,
 )
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import Step
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.result_words import did
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import Plan, Step
+
+
+class _PicksStep(Step):
+    """The one transaction of a ``removal``: its actions already say where."""
+
+    def described(self):
+        return list(self.actions)
 
 
 class NftState:
@@ -46,7 +54,19 @@ class Nftables(Backend):
 
     name = 'nftables'
     installed_text = 'only nft is installed'
+    tools_text = 'nft'
     audit_rank = 3
+    tool = 'nft'
+    tool_key = 'nft'
+    packages = (('', 0, 'nftables'),)
+    drift_kinds = (
+        'table_missing',        # our table was not there (created)
+        'table_rewritten',      # the table differed (replaced whole)
+    )
+    metric_help = 'nftables: the rules of our chain that match the family'
+    result_keys = ('nftables',)
+    diff_rank = 2
+    audit_listings = (('nft', ('-j', 'list', 'ruleset')),)
 
     def __init__(self, node):
         Backend.__init__(self, node)
@@ -140,12 +160,6 @@ class Nftables(Backend):
                 raise
             self.state(reading).note = 'nft could not list the ruleset (%s).' % e.msg.rstrip('.')
 
-    def new_home(self, reading):
-        return self.nft.available
-
-    def before_other_home(self, reading):
-        pass
-
     def _step(self, plan, undo=None, kinds=None):
         self.nft.commands.append(' '.join(self.nft.argv()) + '  # the transaction')
         return Step('nftables', plan.actions, lambda commands=plan.commands: self.nft.load(commands), undo,
@@ -167,10 +181,46 @@ class Nftables(Backend):
         st.plan = remove_others(plan_absent(st.table, st.name, adopt, strict=strict), st.others)
         return [self._step(st.plan)] if st.plan.changed else []
 
+    def removal(self, select):
+        """``select(tables) -> [(text, commands)]`` picks from the node's
+        ruleset (``tables``: ``nft_json.NftTable`` by ``(family, name)``, as
+        ``NftTools.ruleset`` reads it); the libnftables JSON ``commands`` of
+        every pick go in one atomic ``nft -j -f -`` transaction, whose
+        actions are the picks' texts.  The reading is ``(tables, None)``, or
+        ``(None, why)`` when nft cannot list the ruleset (nothing removed)."""
+        if not self.available():
+            return None
+        tools = self.nft
+
+        def read():
+            try:
+                return tools.ruleset(), None
+            except MasqError as e:
+                return None, e.msg
+
+        def plan(reading):
+            tables = reading[0]
+            picked = select(tables) if tables is not None else None
+            if not picked:
+                return Plan()
+            commands = [command for _text, cmds in picked for command in cmds]
+            return Plan([_PicksStep('nft', [text for text, _cmds in picked], lambda: tools.load(commands))])
+
+        return read, plan
+
+    def missing_text(self):
+        return 'nft not found; no nftables table checked.'
+
     def audit_read(self, view, family):
         """The whole ruleset: every nft table, not only ours."""
-        if family is None:
-            view.ruleset(self.nft)
+        if family is not None:
+            return []
+        from ansible_collections.ipmasq.agent.plugins.module_utils._audit.nftables import read_ruleset     # the audit's reader: loaded by an audit only
+        return read_ruleset(view, self.name, self.nft)
+
+    @classmethod
+    def audit_words(cls, chain, advice):
+        return {'ours': 'nftables (%s)' % table_label(table_name(chain))}
 
     @staticmethod
     def rules_in_place(result, policy):
@@ -199,7 +249,7 @@ class Nftables(Backend):
                 out['transaction'] = self.nft.batch(nft.commands)
                 if nft.managed and nft.desired is not None:
                     # Which rules and set elements the rewrite puts back or takes out.
-                    out['drift'] = rule_drift.nft_table(nft.table, nft.desired)
+                    out['drift'] = table_drift(nft.table, nft.desired)
             if nft.others:
                 out['others'] = [{'table': table_label(name), 'before': render_live(table)} for name, table in nft.others]
             if nft.note:
@@ -209,3 +259,80 @@ class Nftables(Backend):
             out['note'] = st.note
         result['nftables'] = out
         return late
+
+    # -- the consumers' words (backend.Backend) ----------------------------------
+
+    @staticmethod
+    def holds_policy(result):
+        return bool((result.get('nftables') or {}).get('managed'))
+
+    @staticmethod
+    def diff_text(result, which):
+        """Our table as ``nft list table`` shows it; before the run, also ours under other chain names."""
+        text = ''
+        nft = result.get('nftables') or {}
+        body = nft.get(which)
+        if which == 'after' and not nft.get('managed'):
+            body = None
+        if nft.get('read') or body:
+            text += '# nft list %s\n%s' % (nft.get('table'), body or '')
+        if which == 'before':
+            # Our tables under another chain name: there before, deleted by this run.
+            for other in nft.get('others') or []:
+                text += '# nft list %s (ours under another chain name)\n%s' % (other['table'], other['before'] or '')
+        return text
+
+    @staticmethod
+    def msg_parts(result, check_mode, present, elsewhere):
+        """``nftables table inet x written`` / ``... in place``; ``old nftables table ... removed`` later."""
+        changed, steady = [], []
+        nft = result.get('nftables') or {}
+        table = 'nftables ' + (nft.get('table') or 'table')
+        if nft.get('changed'):
+            if nft.get('managed') and present:
+                changed.append(did(check_mode, table, 'written', 'write'))
+            else:
+                changed.append(did(check_mode, table, 'removed', 'remove'))
+        elif nft.get('managed'):
+            steady.append('%s in place' % table)
+        later = [did(check_mode, 'old nftables %s' % other.get('table'), 'removed', 'remove')
+                 for other in nft.get('others') or []]
+        return changed, steady, later
+
+    @staticmethod
+    def log_lines(result):
+        """The ``nft -j -f -`` transaction."""
+        transaction = (result.get('nftables') or {}).get('transaction')
+        return ['nft -j -f - input:\n%s' % transaction] if transaction else []
+
+    @staticmethod
+    def in_sync_text(result):
+        return ('in sync: %s (nft %s; %s); nothing written.'
+                % (result['nftables']['table'], result['nft_version'], result['selected_backend_reason']))
+
+    @staticmethod
+    def drift_words(result, action, said):
+        if not action.startswith('nftables: rewrite ') or 'nftables' in said:
+            return ''
+        said.add('nftables')
+        found = (result.get('nftables') or {}).get('drift')
+        if not found:
+            return ''
+        words = []
+        if rule_drift.describe(found.get('rules') or {}):
+            words.append('chain %s: %s' % (CHAIN, rule_drift.describe(found['rules'])))
+        for name, change in sorted((found.get('sets') or {}).items()):
+            words.append('set %s: %s' % (name, rule_drift.describe(change)))
+        return '; '.join(words)
+
+    @staticmethod
+    def drift_report(result):
+        """'missing' when our table did not exist before the run."""
+        nft = result.get('nftables') or {}
+        found = (nft.get('drift') if isinstance(nft, dict) else None) or {}
+        words = []
+        if rule_drift.describe(found.get('rules') or {}):
+            words.append('nftables chain %s: %s' % (CHAIN, rule_drift.describe(found['rules'])))
+        for name, change in sorted((found.get('sets') or {}).items()):
+            words.append('nftables set %s: %s' % (name, rule_drift.describe(change)))
+        return 'missing' if not nft.get('exists_before') else 'drifted', words

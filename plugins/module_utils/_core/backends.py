@@ -31,7 +31,12 @@ the order they are tried, planned and reported: ``iptables``
 (``backend_iptables.py``), ``nftables`` (``backend_nftables.py``), and the
 two iptables flavours, ``iptables-legacy`` and ``iptables-nft``
 (``backend_flavours.py``), which do not write: they only hold ours to remove.
-A backend is new files plus one line here.
+A backend is new files plus one line here (or, for a test's backend, one
+call of :func:`register`): every consumer of a run's result (diff mode,
+the msg, the resync's journal, the metrics, the SNAT report, the role's
+tools and packages) loops over the registry and asks each backend for its
+own words (``backend.Backend``), and the daemons' clean-up of their rules
+goes through :meth:`Backends.remove`.
 
 iptables itself comes in two flavours, each with nat tables of its own in
 the kernel: legacy (x_tables) and iptables-nft (nf_tables).  The tools on
@@ -47,23 +52,14 @@ Standard library only: this file runs on managed nodes.
 """
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import nfnetlink
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Node, NodeReading
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_flavours import (  # noqa: F401 pylint: disable=unused-import
-    FLAVOUR_TOOLS,
-    FLAVOURS,
-    NFT_FAMILIES,
-    IptablesLegacy,
-    IptablesNft,
-    flavoured_find,
-    held_message,
-    tool_name as _tool,
-)
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Backend, Node, NodeReading
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_flavours import IptablesLegacy, IptablesNft
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_iptables import IptablesOnPath
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_nftables import Nftables
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_rules import diff_text as ipt_diff_text, others_text, sub_declarations
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import read_proc
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import validate_chain_name
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import locked as sync_locked
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import Plan
 
 # The registry: every backend, in the order they are tried (auto), planned and reported.
@@ -76,17 +72,39 @@ REGISTRY = (
 BACKENDS = ('auto',) + tuple(b.name for b in REGISTRY if b.writes)
 
 
-class CompatReading(NodeReading):
-    """A :class:`backend.NodeReading` that also answers to the names the
-    callers knew before ``backend.py`` (``nft_table``)."""
+def register(cls):
+    """Add the backend class ``cls`` (a ``backend.Backend``) to the end of
+    the registry, and its name to the ``backend`` choices when it writes;
+    returns the function that takes it out again.  For a backend that lives
+    outside plugins/ (the tests' ``tests/lab/ipmasq_lab/backend_probe.py``):
+    every consumer loops over the registry, so this line is all it needs."""
+    global REGISTRY, BACKENDS  # pylint: disable=global-statement
+    if not issubclass(cls, Backend) or not cls.name or any(b.name == cls.name for b in REGISTRY):
+        raise MasqError('internal error: %r is not a backend of a new name.' % (cls,))
+    REGISTRY = REGISTRY + (cls,)
+    BACKENDS = BACKENDS + ((cls.name,) if cls.writes else ())
 
-    @property
-    def nft_table(self):
-        state = self.of.get('nftables')
-        return state.table if state is not None else None
+    def unregister():
+        global REGISTRY, BACKENDS  # pylint: disable=global-statement
+        REGISTRY = tuple(b for b in REGISTRY if b is not cls)
+        BACKENDS = tuple(b for b in BACKENDS if b != cls.name)
+    return unregister
 
 
-Reading = CompatReading     # the name before backend.py (what one run read of every backend)
+def writers():
+    """The registered backends the policy can live in (classes), in the registry's order."""
+    return [cls for cls in REGISTRY if cls.writes]
+
+
+def needed_tools(choice):
+    """The tools the ``backend`` ``choice`` needs, any one of them: the
+    writer's own (``tool``), or every writer's for ``auto``."""
+    return tuple(cls.tool for cls in writers() if choice in ('auto', cls.name) and cls.tool)
+
+
+def installed_tools(find):
+    """``{tool_key: installed}`` of every writer's tool (the role's ``tools``)."""
+    return dict((cls.tool_key or cls.name, bool(find(cls.tool))) for cls in writers() if cls.tool)
 
 
 def check_backend(choice):
@@ -105,17 +123,17 @@ class Backends:
         self.choice = check_backend(choice)
         self.node = Node(run, find, proc_read or read_proc, probe or nfnetlink.exist)
         self.all = [cls(self.node) for cls in REGISTRY]
-        self.node.backends = dict((b.name, b) for b in self.all)
+        self.by_name = dict((b.name, b) for b in self.all)
         self.writers = [b for b in self.all if b.writes]
 
     def get(self, name):
-        return self.node.backends[name]
+        return self.by_name[name]
 
     # -- reading -----------------------------------------------------------
 
     def read(self, policy, chain=None):
         chain = policy.chain if policy is not None else validate_chain_name(chain)
-        reading = CompatReading(chain)
+        reading = NodeReading(chain)
         if policy is None:
             looked = []                                 # state=absent: ours goes from every backend
             why = 'absent'
@@ -151,8 +169,9 @@ class Backends:
                 if not backend.was_read(reading):
                     backend.read(reading, policy)
                 return self.writers
-        raise MasqError('Neither iptables (iptables-save and iptables-restore) nor nft was found on the node; '
-                        'install iptables or nftables. Nothing was changed.')
+        raise MasqError('Neither %s was found on the node; install %s. Nothing was changed.'
+                        % (' nor '.join(b.tools_text or b.name for b in self.writers),
+                           ' or '.join(b.package('', 0) or b.name for b in self.writers)))
 
     # -- planning ----------------------------------------------------------
 
@@ -179,6 +198,21 @@ class Backends:
                 step.undo = None
         return Plan(writes + removals)
 
+    # -- the daemons' clean-up ---------------------------------------------
+
+    def remove(self, name, select, check_mode=False, locked=None):
+        """Remove what ``select`` picks of backend ``name``'s rules (its
+        ``removal``: a daemon's masquerading, never ours), read, planned
+        and written under the writers' lock by ``locked`` (default
+        ``sync.locked``; check mode: read and planned only).  Returns
+        ``(reading, plan)``, or None where that backend's tools are not
+        installed (its ``missing_text`` says so)."""
+        found = self.get(name).removal(select)
+        if found is None:
+            return None
+        read, plan = found
+        return (locked or sync_locked)(read, plan, check_mode=check_mode)
+
     # -- the result --------------------------------------------------------
 
     def result(self, reading, plan, policy, state):
@@ -190,34 +224,53 @@ class Backends:
             late.extend(backend.report(reading, plan, policy, state, result))
         result['warnings'].extend(late)
         result.update(selected_backend=reading.selected, backend_reason=reading.reason, drift_kinds=plan.kinds)
+        # The reason names what it explains (selected_backend); backend_reason is its deprecated name.
+        result['selected_backend_reason'] = reading.reason
         return result
 
 
 def diff_text(result, which):
-    """Text for diff mode: the iptables chain and jumps per family, then our
-    nftables table as ``nft list table`` shows it, before or after."""
-    text = ipt_diff_text(result, which)
-    for entry in result.get('other_iptables') or []:
-        # Ours in the other iptables flavour: there before, gone after when this run removes it.
-        if not (entry.get('chain_exists') or entry.get('jumps') or entry.get('others')):
-            continue
-        text += '# %s nat (IPv%d), the iptables flavour not on PATH\n' % (entry['tools'], entry['family'])
-        if which == 'before' or not entry.get('changed'):
-            lines = list(entry.get('jumps') or [])
-            if entry.get('chain_exists'):
-                lines.append(':%s - [0:0]' % result['chain'])
-            lines.extend(sub_declarations(entry.get('rules') or [], result['chain']))
-            lines.extend(entry.get('rules') or [])
-            lines.extend(others_text(entry.get('others')))
-            text += ''.join(line + '\n' for line in lines)
-    nft = result.get('nftables') or {}
-    body = nft.get(which)
-    if which == 'after' and not nft.get('managed'):
-        body = None
-    if nft.get('read') or body:
-        text += '# nft list %s\n%s' % (nft.get('table'), body or '')
-    if which == 'before':
-        # Our tables under another chain name: there before, deleted by this run.
-        for other in nft.get('others') or []:
-            text += '# nft list %s (ours under another chain name)\n%s' % (other['table'], other['before'] or '')
-    return text
+    """Text for diff mode, ``which`` ``'before'`` or ``'after'`` the run:
+    each backend's own (``diff_text``), in the order of their ``diff_rank``."""
+    return ''.join(cls.diff_text(result, which) for cls in sorted(REGISTRY, key=lambda cls: cls.diff_rank))
+
+
+def msg_parts(result, check_mode):
+    """The ``masq_chain`` one-line message's words (``_msg.chain_msg``):
+    ``(changed, steady)``, each backend's own (``msg_parts``), registry's
+    order; what each says later (ours under another name) after every
+    backend's ``changed``."""
+    present = result.get('state', 'present') == 'present'
+    changed, steady, later = [], [], []
+    for cls in REGISTRY:
+        elsewhere = any(other.holds_policy(result) for other in REGISTRY if other.writes and other is not cls)
+        c, s, l = cls.msg_parts(result, check_mode, present, elsewhere)
+        changed.extend(c)
+        steady.extend(s)
+        later.extend(l)
+    return changed + later, steady
+
+
+def log_lines(result):
+    """The resync's debug lines of a run that wrote: each backend's tools' input."""
+    return [line for cls in REGISTRY for line in cls.log_lines(result)]
+
+
+def in_sync_text(result):
+    """The resync's verbose line of a run that wrote nothing: the selected backend's."""
+    for cls in REGISTRY:
+        if cls.writes and cls.name == result.get('selected_backend'):
+            return cls.in_sync_text(result)
+    return Backend.in_sync_text(result)
+
+
+def drift_words(result, action, said):
+    """The rules a sync ``result``'s rewrite ``action`` puts back or takes
+    out, as words to follow the action in a log line ('' for any other
+    action); each backend says its own (``drift_words``), once per family or
+    table (``said``, a set, records which ones were)."""
+    for cls in REGISTRY:
+        words = cls.drift_words(result, action, said)
+        if words:
+            return words
+    return ''

@@ -8,15 +8,14 @@
 rules the node holds that the policy does not want, as rule text.
 
 The plans say that a chain or table is rewritten and count its rules
-("3 rules -> 4 rules"); this says which ones. Only a run that rewrites pays
-for it (a no-drift run never calls it).
+("3 rules -> 4 rules"); this says which ones, in words any backend uses:
+each compares its own rules with :func:`compare` (``iptables_rules.chain_drift``,
+``nftables.table_drift``) and says them with :func:`describe` (its
+``drift_words`` and ``drift_report``). Only a run that rewrites pays for it
+(a no-drift run never calls it).
 
 Standard library only: this file runs on managed nodes.
 """
-
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import rule_key
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import render_rule
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_rules import CHAIN, canonical_text, element_texts
 
 
 def _same(text):
@@ -57,38 +56,6 @@ def compare(live, wanted, key=None):
             'reordered': not missing and not extra and live_keys != wanted_keys}
 
 
-def iptables_chain(live, wanted):
-    """:func:`compare` of our iptables chain's rules as read and as wanted
-    (``iptables-save`` lines); None when they are the same."""
-    drift = compare(live, wanted, rule_key)
-    return drift if drift['missing'] or drift['extra'] or drift['reordered'] else None
-
-
-def nft_table(table, desired):
-    """Our nftables table as read (``nft_json.NftTable``) against the one
-    wanted (``nftables_rules.Desired``): ``{'rules': compare(...), 'sets': {name:
-    {'missing': [...], 'extra': [...]}}}`` with the rules of our chain in nft
-    syntax and the elements of each set that differs as nft lists them.
-    None when the table cannot be read as JSON."""
-    if table is None or table.unreadable is not None:
-        return None
-    live_rules = table.rules.get(CHAIN, [])
-    live = [render_rule(r) for r in live_rules]
-    # A rule whose anonymous set nft lists in its own order is the same rule (nftables.same_rules).
-    canon = {}
-    for text, expr, comment in ([(t, r.get('expr', []), r.get('comment')) for t, r in zip(live, live_rules)]
-                                + [(t, e, c) for t, (e, c) in zip(desired.rule_texts(), desired.rules)]):
-        canon[text] = canonical_text(expr, comment)
-    out = {'rules': compare(live, desired.rule_texts(), canon.get),
-           'sets': {}}
-    for name in sorted(desired.set_cidrs):
-        live = (table.sets.get(name) or {}).get('elem') or []
-        found = compare(element_texts(live), element_texts(desired.elements[name]))
-        if found['missing'] or found['extra']:
-            out['sets'][name] = {'missing': found['missing'], 'extra': found['extra']}
-    return out
-
-
 # How many rules of each kind (missing, extra) a journal line names.
 SHOWN = 5
 
@@ -105,30 +72,3 @@ def describe(drift):
     if drift.get('reordered'):
         parts.append('the same rules in another order')
     return ', '.join(parts)
-
-
-def action_words(result, action, said):
-    """The rules a sync ``result``'s rewrite ``action`` puts back or takes
-    out, as words to follow the action in a log line ('' for any other
-    action). A family's drift spans its chain and sub-chains: it is said
-    once, with the first rewrite of that family (``said``, a set, records
-    which ones were)."""
-    for key, prefix in (('ipv4', 'IPv4: rewrite chain '), ('ipv6', 'IPv6: rewrite chain '),
-                        ('nftables', 'nftables: rewrite ')):
-        if not action.startswith(prefix):
-            continue
-        if key in said:
-            return ''
-        said.add(key)
-        found = (result.get(key) or {}).get('drift')
-        if not found:
-            return ''
-        if key != 'nftables':
-            return describe(found)
-        words = []
-        if describe(found.get('rules') or {}):
-            words.append('chain %s: %s' % (CHAIN, describe(found['rules'])))
-        for name, change in sorted((found.get('sets') or {}).items()):
-            words.append('set %s: %s' % (name, describe(change)))
-        return '; '.join(words)
-    return ''

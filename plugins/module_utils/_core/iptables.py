@@ -27,10 +27,10 @@ writers' lock.
 Standard library only: this file runs on managed nodes.
 """
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import drift as rule_drift
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_layout import RANDOM_FULLY_SINCE, IptablesLayout
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_rules import (
+    chain_drift,
     chains,
     drop_lines,
     jump_spec,
@@ -338,9 +338,6 @@ class IptablesReading:
         self.plans = {}         # family -> FamilyPlan, filled by plan()
 
 
-Reading = IptablesReading     # the name before backend.py (tests use it)
-
-
 class IptablesBackend:
     """The policy in iptables; see the module docstring."""
 
@@ -439,7 +436,7 @@ class IptablesBackend:
                 'jump': fam.after_jump,
                 'restore_input': payload(fam.lines) if fam.lines else None,
                 # Which rules a rewrite puts back or takes out (None: the chain is new, or as wanted).
-                'drift': (rule_drift.iptables_chain(fam.rules, fam.after_rules)
+                'drift': (chain_drift(fam.rules, fam.after_rules)
                           if fam.managed and fam.chain_exists and fam.changed else None),
             }
             if fam.others:

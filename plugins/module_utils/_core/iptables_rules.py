@@ -15,6 +15,7 @@ runs a tool (``iptables_tools.py``) or plans a change (``iptables.py``).
 Standard library only: this file runs on managed nodes.
 """
 
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.drift import compare
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_layout import (
     IptablesLayout,
     gates as policy_gates,
@@ -265,3 +266,10 @@ def diff_text(result, which):
             out.extend(sub_declarations(fam['rules'], result['chain']))
             out.extend(fam['rules'])
     return '\n'.join(out) + '\n'
+
+
+def chain_drift(live, wanted):
+    """:func:`drift.compare` of our iptables chain's rules as read and as wanted
+    (``iptables-save`` lines); None when they are the same."""
+    drift = compare(live, wanted, rule_key)
+    return drift if drift['missing'] or drift['extra'] or drift['reordered'] else None

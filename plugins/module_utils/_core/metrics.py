@@ -36,6 +36,7 @@ Standard library only (``os``, ``time``): this file runs on managed nodes.
 
 import os
 
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import atomic_write, read_regular
 
 FILE_NAME = 'ip_masq_agent.prom'
@@ -45,23 +46,15 @@ MODE = 0o644
 MAX_BYTES = 1 << 20
 
 RESULTS = ('ok', 'failed', 'config_refused')
-# What a repair repaired: the plans' kinds (iptables.py, nftables.py,
-# backends.py), one per action.  table_unwanted (state=absent) is never a
-# resync's: it is in the module's result only.
-DRIFT_KINDS = (
-    'chain_missing',        # iptables: our chain was not there (created, with its rules)
-    'chain_rules',          # iptables: the chain's rules differed (rewritten)
-    'jump_missing',         # iptables: no POSTROUTING jump to the chain (added)
-    'jump_wrong',           # iptables: a jump to the chain of another form (replaced)
-    'jump_duplicate',       # iptables: more than one jump (the others removed)
-    'jump_position',        # iptables: jump_position first, and the jump was not first (moved)
-    'chain_unwanted',       # iptables: our chain in a family the policy does not manage (removed)
-    'table_missing',        # nftables: our table was not there (created)
-    'table_rewritten',      # nftables: the table differed (replaced whole)
+# What a repair repaired: the plans' kinds, one per action, as each backend
+# declares them (``drift_kinds``, in the registry's order), then a removal
+# from a backend the policy does not live in.  table_unwanted (state=absent)
+# is never a resync's: it is in the module's result only.  A backend
+# registered later (a test's) has its kinds counted after these.
+DRIFT_KINDS = tuple(kind for cls in backends.REGISTRY if cls.writes for kind in cls.drift_kinds) + (
     'other_backend',        # ours in the backend the policy does not live in (removed)
 )
 FAMILIES = ('ipv4', 'ipv6')
-BACKENDS = ('iptables', 'nftables')
 
 LAST_RUN = PREFIX + 'last_run_timestamp_seconds'
 LAST_SUCCESS = PREFIX + 'last_success_timestamp_seconds'
@@ -83,9 +76,18 @@ METRICS = (
      'file was refused).'),
     (DRIFT, 'counter', 'Resync cycles that repaired drift, by kind of drift (a first apply of a changed '
      'config file and the first cycle after a boot are not drift).'),
-    (RULES, 'gauge', 'Rules of ours in place after the last cycle, by address family and backend (iptables: '
-     'the chain\'s rules and its POSTROUTING jump; nftables: the rules of our chain that match the family).'),
+    (RULES, 'gauge', None),     # rules_help(): each backend says how it counts
 )
+
+
+def writers():
+    """The names of the backends the policy can live in (the ``rules`` metric's ``backend`` labels)."""
+    return [cls.name for cls in backends.REGISTRY if cls.writes]
+
+
+def rules_help():
+    return 'Rules of ours in place after the last cycle, by address family and backend (%s).' % '; '.join(
+        cls.metric_help for cls in backends.REGISTRY if cls.writes and cls.metric_help)
 
 
 # --------------------------------------------------------------------------
@@ -112,6 +114,7 @@ def render(samples):
     ``(name, value)``); a metric without samples is left out."""
     out = []
     for name, kind, text in METRICS:
+        text = rules_help() if text is None else text
         rows = samples.get(name)
         if not rows:
             continue
@@ -237,16 +240,11 @@ def read_carried(path):
 def rules_in_place(result, policy):
     """``{(family, backend): rules}`` after a sync (``sync.sync``'s result for
     ``policy``), as the selected backend counts them (``rules_in_place`` of
-    its class in ``backends.REGISTRY``): iptables, the chain's rules and its
-    jump per managed family; nftables, the rules of our chain that can match
-    the family."""
-    from ansible_collections.ipmasq.agent.plugins.module_utils._core.backends import (  # pylint: disable=import-outside-toplevel
-        REGISTRY,
-    )
-
-    counts = dict(((family, backend), 0) for family in FAMILIES for backend in BACKENDS)
+    its class in ``backends.REGISTRY``, as its ``metric_help`` says); 0 for
+    every other backend the policy can live in."""
+    counts = dict(((family, backend), 0) for family in FAMILIES for backend in writers())
     selected = result.get('selected_backend')
-    for backend in REGISTRY:
+    for backend in backends.REGISTRY:
         if backend.writes and backend.name == selected:
             for family, n in backend.rules_in_place(result, policy).items():
                 counts[('ipv%d' % family, backend.name)] += n
@@ -267,7 +265,7 @@ def samples(state, ended, duration, config_valid, rules):
         out[CONFIG_VALID] = [((), 1 if config_valid else 0)]
     if rules is not None:
         out[RULES] = [((('family', family), ('backend', backend)), rules[(family, backend)])
-                      for family in FAMILIES for backend in BACKENDS]
+                      for family in FAMILIES for backend in writers()]
     return out
 
 

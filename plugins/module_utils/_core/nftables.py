@@ -18,6 +18,7 @@ spells it) is as the policy wants it, and the plan that makes it so.
 Standard library only: this file runs on managed nodes.
 """
 
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.drift import compare
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.intervals import BITS, merge
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import render_rule
@@ -31,6 +32,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_rules 
     canonical_text,
     delete_commands,
     element_interval,
+    element_texts,
     render_desired,
     render_live,
     replace_commands,
@@ -241,3 +243,28 @@ def plan_absent(table, name, adopt=False, strict=True):
     plan.kinds.append('table_unwanted')
     plan.commands = delete_commands(name)
     return plan
+
+
+def table_drift(table, desired):
+    """Our nftables table as read (``nft_json.NftTable``) against the one
+    wanted (``nftables_rules.Desired``): ``{'rules': compare(...), 'sets': {name:
+    {'missing': [...], 'extra': [...]}}}`` with the rules of our chain in nft
+    syntax and the elements of each set that differs as nft lists them.
+    None when the table cannot be read as JSON."""
+    if table is None or table.unreadable is not None:
+        return None
+    live_rules = table.rules.get(CHAIN, [])
+    live = [render_rule(r) for r in live_rules]
+    # A rule whose anonymous set nft lists in its own order is the same rule (nftables.same_rules).
+    canon = {}
+    for text, expr, comment in ([(t, r.get('expr', []), r.get('comment')) for t, r in zip(live, live_rules)]
+                                + [(t, e, c) for t, (e, c) in zip(desired.rule_texts(), desired.rules)]):
+        canon[text] = canonical_text(expr, comment)
+    out = {'rules': compare(live, desired.rule_texts(), canon.get),
+           'sets': {}}
+    for name in sorted(desired.set_cidrs):
+        live = (table.sets.get(name) or {}).get('elem') or []
+        found = compare(element_texts(live), element_texts(desired.elements[name]))
+        if found['missing'] or found['extra']:
+            out['sets'][name] = {'missing': found['missing'], 'extra': found['extra']}
+    return out

@@ -28,12 +28,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.cidrs import (
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import iptables_layout
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_layout import (  # noqa: F401 pylint: disable=unused-import
-    IPTABLES_RULE_LIMIT,
-    RANDOM_FULLY_SINCE,
-    IptablesLayout,
-    RuleLimitError,
-)
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_layout import RESERVED_TARGETS, SUB_CHAINS
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.intervals import (
     address_number,
     cidr_interval,
@@ -54,17 +49,6 @@ CHAIN_NAME_MAX = 28  # XT_EXTENSION_MAXNAMELEN - 1
 _CHAIN_FIRST = frozenset('ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_')
 _CHAIN_REST = _CHAIN_FIRST | frozenset('.+-')
 BUILTIN_CHAINS = frozenset(('PREROUTING', 'INPUT', 'FORWARD', 'OUTPUT', 'POSTROUTING'))
-# Names iptables refuses for a chain ("chain name may not clash with target
-# name") or that crash iptables-legacy-restore ('standard'): the verdicts,
-# the standard and error targets, and every target extension of iptables 1.8.
-RESERVED_TARGETS = frozenset((
-    'ACCEPT', 'DROP', 'QUEUE', 'RETURN', 'STANDARD', 'ERROR', 'CONTINUE', 'JUMP', 'GOTO',
-    'AUDIT', 'CHECKSUM', 'CLASSIFY', 'CLUSTERIP', 'CONNMARK', 'CONNSECMARK', 'CT', 'DNAT',
-    'DNPT', 'DSCP', 'ECN', 'HL', 'HMARK', 'IDLETIMER', 'LED', 'LOG', 'MARK', 'MASQUERADE',
-    'NAT', 'NETMAP', 'NFLOG', 'NFQUEUE', 'NOTRACK', 'RATEEST', 'REDIRECT', 'REJECT', 'SECMARK',
-    'SET', 'SNAT', 'SNPT', 'SYNPROXY', 'TCPMSS', 'TCPOPTSTRIP', 'TEE', 'TOS', 'TPROXY', 'TRACE',
-    'TTL', 'ULOG',
-))
 _DIGITS = frozenset('0123456789')
 IFNAME_MAX = 15  # IFNAMSIZ - 1
 _IFNAME_CHARS = frozenset('ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-')
@@ -109,8 +93,6 @@ COMMENTS = {
         'local': 'ip-masq-agent: local destinations are never subject to MASQUERADE',
     },
 }
-# iptables' sub-chains of a policy: kind, suffix to the chain's name.
-SUB_CHAINS = (('sources', '-SOURCES'), ('policy', '-POLICY'), ('rewrite', '-REWRITE'))
 
 
 def validate_chain_name(name):

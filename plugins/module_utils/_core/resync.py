@@ -54,7 +54,7 @@ import os
 import sys
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.addresses import check_snat_local
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.backends import BACKENDS, Backends
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.backends import BACKENDS, Backends, drift_words, in_sync_text, log_lines
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.config import (
     DEFAULT_CONFIG_PATH,
     defaults,
@@ -64,7 +64,6 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.config import (
     read_config,
     render_config,
 )
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import drift as rule_drift
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import ConfigError, MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import atomic_write, read_regular
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.golang import (
@@ -72,10 +71,10 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.golang import (
     parse_bool,
     parse_duration_ns,
 )
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_layout import RuleLimitError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import (
     DEFAULT_CHAIN,
     Policy,
-    RuleLimitError,
     parse_to_ports,
     validate_chain_name,
 )
@@ -325,22 +324,12 @@ def _cycle(opts, log, seen):
         said = set()
         for action in result['actions']:
             # A repair names the rules it put back or took out, after the counts.
-            words = rule_drift.action_words(result, action, said) if verb.startswith('repaired') else ''
+            words = drift_words(result, action, said) if verb.startswith('repaired') else ''
             log(level, '%s: %s%s' % (verb, action, ': %s' % words if words else ''))
-        for family in ('ipv4', 'ipv6'):
-            payload = (result.get(family) or {}).get('restore_input')
-            if payload:
-                log('debug', '%s-restore input:\n%s' % ('iptables' if family == 'ipv4' else 'ip6tables',
-                                                        payload.rstrip('\n')))
-        if result['nftables'].get('transaction'):
-            log('debug', 'nft -j -f - input:\n%s' % result['nftables']['transaction'])
+        for line in log_lines(result):
+            log('debug', line)
     elif opts.verbose:
-        if result['selected_backend'] == 'nftables':
-            log('info', 'in sync: %s (nft %s; %s); nothing written.'
-                % (result['nftables']['table'], result['nft_version'], result['backend_reason']))
-        else:
-            log('info', 'in sync: chain %s and its POSTROUTING jump (%s, iptables %s; %s); nothing written.'
-                % (result['chain'], result['backend'], result['iptables_version'], result['backend_reason']))
+        log('info', in_sync_text(result))
 
     if new_config and not opts.check:
         try:

@@ -6,31 +6,41 @@
 # NOTE: private to the ipmasq.agent collection; not a public API.
 """The one way every writer of ours writes, and puts back on failure.
 
-A change is a list of :class:`Step`: each has a label, what it does (its
-actions), the function doing it and, optionally, the function that takes
-it back.  :func:`run` writes the steps in order; when one fails, the steps
-already written are undone, newest first, and :class:`Failed` says which
-were undone, which were kept (no undo) and which could not be undone.
+A change is a :class:`Plan`, a list of :class:`Step`: each has a label,
+what it does (its actions), the function doing it, optionally the function
+that takes it back (``undo``) and the one that throws away, once every step
+is written, what only the undo needed (``finish``: a file moved aside, an
+earlier version).  :func:`run` writes the steps in order; when one fails,
+the steps already written are undone, newest first, and :class:`Failed`
+says which were undone, which were kept (no undo) and which could not be
+undone.  No writer keeps an undo of its own: what it changes is a step.
 
-Two kinds of step use it:
+Every writer uses it:
 
 - rules (``sync.py``'s plans: one step per iptables family, one for the
-  nftables table): :class:`Plan` reports a failure after earlier steps as
-  what was applied, undone and kept;
-- files (``_daemons/files.py``'s commit, ``_files/node_files.py``): a
-  :class:`FileStep` moves a staged file into place and puts the earlier
-  content back; a :class:`DirStep` makes a directory a file needs and
-  removes it again (``_files/node_files.py``, ``_resync_code.py``).  :func:`left_edited` is the one report of a file that could
-  not be put back: the run fails with ``changed``, each such file named with
-  a copy of its earlier content and the command that restores it.
+  nftables table): :meth:`Plan.apply` reports a failure after earlier steps
+  as what was applied, undone and kept;
+- files (``_daemons/files.py``'s commit, ``_files/node_files.py``,
+  ``_resync_code.py``): :meth:`Plan.run`.  The steps: a :class:`DirStep`
+  makes a directory a file needs and removes it again; a :class:`StageStep`
+  stages a file's new text beside it; a :class:`FileStep` moves it into
+  place and puts the earlier content back; a :class:`ContentStep` writes or
+  removes a small file of ours (the backup store's originals and records);
+  an :class:`AttrStep` sets a mode and owner; a :class:`RemoveStep` moves a
+  path aside (removed for good by its finish).  :func:`left_edited` is the
+  one report of a file that could not be put back: the run fails with
+  ``changed``, each such file named with a copy of its earlier content and
+  the command that restores it.
 
 Standard library only: this file runs on managed nodes.
 """
 
+import errno
 import os
+import stat
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import remove_quietly
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import atomic_write, remove_quietly
 
 # What a file step's write or undo may raise (MasqError: AnsibleModule's atomic_move, through files.Writer).
 FILE_ERRORS = (MasqError, IOError, OSError)
@@ -45,14 +55,17 @@ class Step:
     """One write: a label (``IPv4``, a path), what it does, the function doing
     it and, optionally, the function that takes it back.  ``kinds``: what each
     action repairs, one machine-readable word per action (``chain_missing``,
-    ``table_rewritten``, ...: the vocabulary is in ``metrics.py``)."""
+    ``table_rewritten``, ...: the vocabulary is in ``metrics.py``).
+    ``finish``: what runs once every step of the plan is written (it throws
+    away what only ``undo`` needed)."""
 
-    def __init__(self, label, actions, write, undo=None, kinds=()):
+    def __init__(self, label, actions, write, undo=None, kinds=(), finish=None):
         self.label = label
         self.actions = list(actions)
         self.write = write
         self.undo = undo
         self.kinds = list(kinds)
+        self.finish = finish
 
     def described(self):
         return ['%s: %s' % (self.label, a) for a in self.actions]
@@ -102,19 +115,22 @@ def undo(done, errors=FILE_ERRORS):
 
 
 def _unwind(error, step, done, errors):
-    undone, kept, broken = [], [], []
-    for earlier in reversed(done):
-        if earlier.undo is None:
-            kept.insert(0, earlier)
-            continue
-        try:
-            earlier.undo()
-        except errors as e:
-            broken.append((earlier, e))
-            kept.insert(0, earlier)
-        else:
-            undone.insert(0, earlier)
-    return Failed(error, step, done, undone, kept, broken)
+    failed = undo(done, errors)
+    left = set(id(s) for s, _e in failed)
+    return Failed(error, step, done, [s for s in done if id(s) not in left], [s for s in done if id(s) in left],
+                  [(s, e) for s, e in failed if e is not None])
+
+
+def finish(done, errors=FILE_ERRORS):
+    """Each written step's ``finish``, in order; ``[(step, error)]`` of those that failed."""
+    failed = []
+    for step in done:
+        if step.finish is not None:
+            try:
+                step.finish()
+            except errors as e:
+                failed.append((step, e))
+    return failed
 
 
 # --------------------------------------------------------------------------
@@ -130,6 +146,13 @@ class Plan:
 
     def __init__(self, steps=()):
         self.steps = list(steps)
+
+    def run(self):
+        """Write every step (file steps: :func:`replace_all`); when all are
+        written, their ``finish``.  Raises :class:`Failed` with every written
+        step undone that could be; returns ``[(step, error)]`` of the
+        finishes that failed (the change stands)."""
+        return finish(replace_all(self.steps))
 
     @property
     def changed(self):
@@ -214,27 +237,17 @@ class FileStep(Step):
             self.tmp = None
 
 
-def stage_all(steps):
-    """Stage every step's new text; on a failure remove what was staged and
-    raise :class:`Failed` (nothing written yet: ``done`` is empty)."""
-    for step in steps:
-        try:
-            step.stage()
-        except FILE_ERRORS as e:
-            for staged in steps:
-                staged.discard()
-            raise Failed(e, step, [], [], [], [])
-
-
 def replace_all(steps):
-    """Move every staged file into place, in order.  On a failure the staged
-    files not used are removed, the files already replaced are put back
-    (newest first) and :class:`Failed` says which could not be."""
+    """Write ``steps`` in order (files: each moved into place).  On a failure
+    the staged files not used are removed, the steps already written are
+    undone (newest first: files put back) and :class:`Failed` says which
+    could not be."""
     try:
         return run(steps, FILE_ERRORS)
     except Failed:
         for step in steps:
-            step.discard()
+            if isinstance(step, FileStep):
+                step.discard()
         raise
 
 
@@ -278,15 +291,23 @@ class DirStep(Step):
     """One directory a run makes (``path``, with ``mode``, and owner ``uid``
     and ``gid`` when given): ``write`` makes it, ``undo`` removes it again
     (``rmdir``: what the run put in it was taken back first, newest first).
+    A directory another run made meanwhile is left to it (``made`` false).
     ``what``: the path it is made for, for messages."""
 
     def __init__(self, path, mode, uid=None, gid=None, what=None):
         Step.__init__(self, path, ['create directory'], self.make, self.remove)
         self.path, self.mode, self.uid, self.gid = path, mode, uid, gid
         self.what = what or path
+        self.made = False
 
     def make(self):
-        os.mkdir(self.path, self.mode)
+        try:
+            os.mkdir(self.path, self.mode)
+        except OSError as e:
+            if e.errno == errno.EEXIST and os.path.isdir(self.path) and not os.path.islink(self.path):
+                return
+            raise
+        self.made = True
         try:
             os.chmod(self.path, self.mode)     # not narrowed by the umask
             if self.uid is not None or self.gid is not None:
@@ -296,7 +317,8 @@ class DirStep(Step):
             raise
 
     def remove(self):
-        os.rmdir(self.path)
+        if self.made:
+            os.rmdir(self.path)
 
 
 def dir_steps(directories, mode, uid=None, gid=None, what=None):
@@ -311,3 +333,107 @@ def not_removed(broken):
         return ''
     return ' Left behind, could not be removed again: %s.' % '; '.join(
         '%s (%s)' % (step.label, reason(error) if error is not None else 'no undo') for step, error in broken)
+
+
+class StageStep(Step):
+    """The new text of a :class:`FileStep` staged beside its file (its
+    ``stage``); undone, the staged file is removed (its ``discard``)."""
+
+    def __init__(self, file_step):
+        Step.__init__(self, file_step.path, ['stage'], file_step.stage, file_step.discard)
+        self.path, self.file_step = file_step.path, file_step
+
+
+def _read_bytes(path):
+    """The bytes of the regular file ``path``, None when nothing is there."""
+    try:
+        with open(path, 'rb') as handle:
+            return handle.read()
+    except (IOError, OSError) as e:
+        if e.errno in (errno.ENOENT, errno.ENOTDIR):
+            return None
+        raise
+
+
+class ContentStep(Step):
+    """A small file of ours (``path``) made to hold ``data`` (bytes or text;
+    None: no file), written whole beside it and renamed (``fileio.atomic_write``),
+    ``mode`` 0600 unless given.  ``undo`` puts back what was there when it
+    was written (or removes the file).  Its directory must exist (a
+    :class:`DirStep` before it)."""
+
+    def __init__(self, path, data, mode=0o600, label=None):
+        Step.__init__(self, label or path, ['write' if data is not None else 'remove'], self.put, self.put_back)
+        self.path, self.data, self.mode = path, data, mode
+        self.before, self.before_mode = None, None
+
+    def put(self):
+        self.before = _read_bytes(self.path)
+        if self.before is not None:
+            self.before_mode = stat.S_IMODE(os.stat(self.path).st_mode)
+        self._set(self.data, self.mode)
+
+    def put_back(self):
+        self._set(self.before, self.before_mode)
+
+    def _set(self, data, mode):
+        if data is None:
+            if os.path.lexists(self.path):
+                os.unlink(self.path)
+            return
+        atomic_write(self.path, data, mode)
+
+
+class AttrStep(Step):
+    """``path``'s mode and owner set (each None: left alone); ``undo`` sets
+    back those it had."""
+
+    def __init__(self, path, actions, mode=None, uid=None, gid=None):
+        Step.__init__(self, path, actions, self.apply, self.put_back)
+        self.path, self.mode, self.uid, self.gid = path, mode, uid, gid
+        self.before = None
+
+    def apply(self):
+        st = os.lstat(self.path)
+        self.before = (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid)
+        self._set(self.mode, self.uid, self.gid)
+
+    def put_back(self):
+        mode, uid, gid = self.before
+        self._set(mode if self.mode is not None else None, uid, gid)
+
+    def _set(self, mode, uid, gid):
+        if uid is not None or gid is not None:
+            os.chown(self.path, -1 if uid is None else uid, -1 if gid is None else gid)
+        if mode is not None:
+            os.chmod(self.path, mode)      # after chown, which may clear setuid bits
+
+
+class RemoveStep(Step):
+    """``path`` (a file, a link or a whole directory tree) removed: ``write``
+    renames it aside in its directory (``.<name>.<12 hex digits>.ipmasq-tmp``,
+    as ``fileio.write_temp`` names a staged file), ``undo`` renames it back,
+    ``finish`` deletes what was moved aside."""
+
+    def __init__(self, path, actions=('remove',)):
+        Step.__init__(self, path, actions, self.move_aside, self.move_back, finish=self.delete)
+        self.path, self.aside = path, None
+
+    def move_aside(self):
+        directory, name = os.path.split(self.path)
+        digits = ''.join('%02x' % b for b in bytearray(os.urandom(6)))
+        aside = os.path.join(directory, '.%s.%s.ipmasq-tmp' % (name, digits))
+        os.rename(self.path, aside)
+        self.aside = aside
+
+    def move_back(self):
+        os.rename(self.aside, self.path)
+        self.aside = None
+
+    def delete(self):
+        if os.path.isdir(self.aside) and not os.path.islink(self.aside):
+            # Here, not at the top: shutil imports re, which a resync cycle does not load.
+            import shutil  # pylint: disable=import-outside-toplevel
+            shutil.rmtree(self.aside)
+        else:
+            os.unlink(self.aside)

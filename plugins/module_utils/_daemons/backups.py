@@ -14,7 +14,7 @@ import json
 import os
 import time
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import atomic_write
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import ContentStep, DirStep
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import check_abs, sha256
 
 DEFAULT_BACKUP_DIR = '/var/lib/ipmasq-agent/backup'
@@ -29,7 +29,9 @@ class Backups:
 
     The original is stored the first time a file is edited, and again when
     the file has changed since our last write (the user's newer version is
-    then the one ``state=absent`` restores)."""
+    then the one ``state=absent`` restores).  The store is written by steps
+    of the run's transaction (:meth:`steps`, :meth:`drop_steps`): a run
+    that fails leaves it exactly as it found it."""
 
     META_SUFFIX = META_SUFFIX
 
@@ -37,7 +39,6 @@ class Backups:
         self.files = files
         self.dir = check_abs(backup_dir, 'backup_dir')
         self.owner = owner
-        self._journal = None
 
     def _store(self, path):
         base = os.path.join(self.files.real(self.dir), path.lstrip('/'))
@@ -46,56 +47,6 @@ class Backups:
     def data_path(self, path):
         """Where the original of ``path`` is kept (a real path)."""
         return self._store(path)[0]
-
-    # A journal of what a transaction changes in the store, so that a run
-    # that is refused or undone leaves the store exactly as it found it.
-
-    def begin(self):
-        self._journal = {'files': {}, 'dirs': []}
-
-    def end(self):
-        self._journal = None
-
-    def _touch(self, real):
-        """Before ``real`` is written or removed: remember what it was, and
-        which of its directories do not exist yet."""
-        journal = self._journal
-        if journal is None or real in journal['files']:
-            return
-        try:
-            with open(real, 'rb') as f:
-                journal['files'][real] = f.read()
-        except (IOError, OSError):
-            journal['files'][real] = None
-        directory = os.path.dirname(real)
-        missing = []
-        while directory and directory != '/' and not os.path.isdir(directory):
-            missing.append(directory)
-            directory = os.path.dirname(directory)
-        journal['dirs'].extend(d for d in missing if d not in journal['dirs'])
-
-    def rollback(self):
-        """Put the store back as it was at ``begin``; the paths that could not be."""
-        journal, self._journal = self._journal, None
-        if journal is None:
-            return []
-        kept = []
-        for real, data in journal['files'].items():
-            try:
-                if data is None:
-                    if os.path.lexists(real):
-                        os.unlink(real)
-                else:
-                    atomic_write(real, data, 0o600)
-            except (IOError, OSError):
-                kept.append(real)
-        for directory in sorted(journal['dirs'], key=len, reverse=True):
-            try:
-                os.rmdir(directory)
-            except OSError:
-                if os.path.isdir(directory) and os.listdir(directory):
-                    kept.append(directory)
-        return kept
 
     def record(self, path):
         _data, meta = self._store(path)
@@ -130,45 +81,60 @@ class Backups:
                     out.append(rec)
         return sorted(out, key=lambda r: r['path'])
 
-    def before_write(self, path, before, st):
-        """Keep ``before`` as the original unless it is our own last write."""
+    def steps(self, path, before, st, after, planned):
+        """The steps (``transaction.py``) that keep the original of ``path``
+        before it is written: ``before`` is its text now (None: no file),
+        ``st`` its stat, ``after`` what the run writes.  The original is kept
+        unless ``before`` is our own last write; the record says what we
+        wrote.  ``planned``: the store's directories other steps of the run
+        already make (updated)."""
         rec = self.record(path)
+        data, meta = self._store(path)
+        written = sha256(after) if after is not None else None
+        steps = []
         if rec is not None and before is not None and rec.get('written_sha256') == sha256(before):
-            if self.owner not in rec['owners']:
-                rec['owners'].append(self.owner)
-                self._save(path, rec)
-            return
-        if rec is not None and before is None and rec.get('existed') is False:
-            return
-        data, _meta = self._store(path)
-        owners = sorted(set((rec or {}).get('owners', [])) | set([self.owner]))
-        rec = {'path': path, 'owners': owners, 'existed': before is not None,
-               'saved': time.strftime('%Y-%m-%dT%H:%M:%S'), 'written_sha256': None}
-        self._touch(data)
-        if before is not None:
-            rec.update(mode=st.st_mode & 0o7777, uid=st.st_uid, gid=st.st_gid, original_sha256=sha256(before))
-            atomic_write(data, before, 0o600)
-        elif os.path.exists(data):
-            os.unlink(data)
-        self._save(path, rec)
-
-    def after_write(self, path, after):
-        rec = self.record(path)
-        if rec is not None:
-            rec['written_sha256'] = sha256(after) if after is not None else None
-            self._save(path, rec)
+            rec = dict(rec, owners=rec['owners'] + ([] if self.owner in rec['owners'] else [self.owner]))
+        elif rec is not None and before is None and rec.get('existed') is False:
+            rec = dict(rec)
+        else:
+            owners = sorted(set((rec or {}).get('owners', [])) | set([self.owner]))
+            rec = {'path': path, 'owners': owners, 'existed': before is not None,
+                   'saved': time.strftime('%Y-%m-%dT%H:%M:%S')}
+            if before is not None:
+                rec.update(mode=st.st_mode & 0o7777, uid=st.st_uid, gid=st.st_gid, original_sha256=sha256(before))
+                steps.append(ContentStep(data, before.encode('utf-8', 'surrogateescape')))
+            elif os.path.exists(data):
+                steps.append(ContentStep(data, None))
+        rec['written_sha256'] = written
+        steps.append(self._save(path, rec))
+        dirs = [d for d in _missing(os.path.dirname(data)) if d not in planned]
+        planned.update(dirs)
+        return [DirStep(d, 0o700) for d in dirs] + steps
 
     def _save(self, path, rec):
         _data, meta = self._store(path)
-        self._touch(meta)
-        atomic_write(meta, json.dumps(rec, indent=2, sort_keys=True) + '\n', 0o600)
+        return ContentStep(meta, json.dumps(rec, indent=2, sort_keys=True) + '\n')
 
-    def drop(self, path):
-        data, meta = self._store(path)
-        for p in (data, meta):
-            self._touch(p)
-            if os.path.exists(p):
-                os.unlink(p)
+    def after_write(self, path, after):
+        """Record ``after`` as our last write of ``path`` (a file the run
+        could not put back: ``state=absent`` may restore its original)."""
+        rec = self.record(path)
+        if rec is not None:
+            rec['written_sha256'] = sha256(after) if after is not None else None
+            self._save(path, rec).put()
+
+    def drop_steps(self, path):
+        """The steps that remove the original of ``path`` and its record."""
+        return [ContentStep(p, None) for p in self._store(path) if os.path.lexists(p)]
+
+
+def _missing(directory):
+    """``directory`` and its parents that do not exist, outermost first."""
+    missing = []
+    while directory and directory != '/' and not os.path.isdir(directory):
+        missing.insert(0, directory)
+        directory = os.path.dirname(directory)
+    return missing
 
 
 def plan_restore(files, backups, result, semantic=None):

@@ -14,10 +14,8 @@ Standard library only: this file runs on managed nodes.
 """
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_tools import NftTools
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.backends import Backends
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import locked
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import Plan, Step
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups import Backups
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups import DEFAULT_BACKUP_DIR, plan_restore
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import Files, check_abs, commit
@@ -134,15 +132,15 @@ def remove_nat_rules(run, find, select, check_mode, result):
     """Delete what ``select(family, table) -> (rules, chains)`` picks from
     each family's nat table (``iptables_save.NatTable``), in one
     ``iptables-restore --noflush`` per family, everything read and checked
-    before the first write and under the writers' lock."""
-    backend = IptablesBackend(run, find)
-    if not backend.tools[4].available:
-        result.msg('iptables-save/iptables-restore not found; no rules checked.')
+    before the first write and under the writers' lock (the iptables
+    backend's ``removal``, run by the registry)."""
+    backends = Backends(run, find)
+    done = backends.remove('iptables', select, check_mode, locked)
+    if done is None:
+        result.msg(backends.get('iptables').missing_text())
         result['removed_rules'] = []
         return []
-    read, plan = backend.removal(select)
-    _reading, todo = locked(read, plan, check_mode=check_mode)
-    removed = todo.actions
+    removed = done[1].actions
     if removed:
         result['changed'] = True
     result['removed_rules'] = removed
@@ -167,13 +165,6 @@ def rule_handle(rule, where):
     return handle
 
 
-class _NftStep(Step):
-    """The one transaction of :func:`remove_nft_rules`: its actions already say where."""
-
-    def described(self):
-        return list(self.actions)
-
-
 def remove_nft_rules(run, find, select, check_mode, result):
     """Delete what ``select(tables) -> [(text, commands)]`` picks from the
     node's nft ruleset (``tables``: ``nft_json.NftTable`` by ``(family,
@@ -187,31 +178,10 @@ def remove_nft_rules(run, find, select, check_mode, result):
     nothing removed.  When the transaction fails, nothing of it was applied;
     the error says which rules an earlier step of the run already removed."""
     result.data.setdefault('removed_rules', [])
-    tools = NftTools(run, find)
-    if not tools.available:
-        result.msg('nft not found; no nftables table checked.')
-        return []
-    unreadable = []
-
-    def read():
-        try:
-            return tools.ruleset()
-        except MasqError as e:
-            unreadable.append(e.msg)
-            return None
-
-    def plan(tables):
-        if tables is None:
-            return Plan()
-        picked = select(tables)
-        if not picked:
-            return Plan()
-        commands = [command for _text, cmds in picked for command in cmds]
-        return Plan([_NftStep('nft', [text for text, _cmds in picked], lambda: tools.load(commands))])
-
+    backends = Backends(run, find)
     earlier = list(result['removed_rules'])
     try:
-        _tables, todo = locked(read, plan, check_mode=check_mode)
+        done = backends.remove('nftables', select, check_mode, locked)
     except MasqError as e:
         msg, details = e.msg.rstrip('.') + '.', dict(e.details)
         if 'nft transaction' not in msg:
@@ -220,8 +190,12 @@ def remove_nft_rules(run, find, select, check_mode, result):
             raise MasqError(msg, **details)
         details.update(changed=True, removed_rules=earlier)
         raise MasqError('%s Removed before it, and kept: %s.' % (msg, '; '.join(earlier)), **details)
-    for text in unreadable:
-        result.warn('%s; nftables tables not checked.' % text.rstrip('.'))
+    if done is None:
+        result.msg(backends.get('nftables').missing_text())
+        return []
+    (_tables, unreadable), todo = done
+    if unreadable:
+        result.warn('%s; nftables tables not checked.' % unreadable.rstrip('.'))
     removed = todo.actions
     if removed:
         result['changed'] = True

@@ -9,27 +9,29 @@
 :class:`Files` reads from a root directory (``/`` on a node, a temporary
 tree in tests) and collects every change in memory: everything is read,
 planned and checked before the first byte is written, and check mode writes
-nothing.  :func:`commit` then writes the changes as one transaction
-(``_core/transaction.py``, the one the rules and ``node_files`` use too):
+nothing.  :func:`commit` then writes the changes as one plan of
+``_core/transaction.py`` (the one the rules, ``node_files`` and the resync
+code use too), whose steps are, in order:
 
-1. every new text is staged in a temporary file beside its target;
-2. the originals are kept (``backups.Backups`` under the backup directory,
-   and the timestamped copy ``AnsibleModule.backup_local`` makes beside the
-   file);
-3. the targets are replaced in order with ``AnsibleModule.atomic_move``,
-   which keeps each file's SELinux context, owner and mode.
+1. every new text staged in a temporary file beside its target;
+2. the originals kept: the backup store's original and record
+   (``backups.Backups.steps``) and the timestamped copy
+   ``AnsibleModule.backup_local`` makes beside the file;
+3. the targets replaced in order with ``AnsibleModule.atomic_move``,
+   which keeps each file's SELinux context, owner and mode;
+4. on ``absent``, the records of the originals put back dropped.
 
 Before step 1 every target and its directory is checked for the inode flags
 that stop even root from replacing a file (immutable, append-only: ``chattr
 +i``/``+a``, ``_files/inode_flags.py``): such a file is refused
-before anything is staged or copied.  A failure in steps 1 or 2 leaves every
-file as it was; a failure in step 3 puts back the files already replaced.
-Either way the copies of this run (``~`` and the backup store's originals
-and records) are removed again, so that the tree is exactly as it was, and
-the error names the path and says that nothing was changed: never a
-traceback, never half an edit.  When a file cannot be put back, the failure
-says ``changed``, names every file left edited and the copy of its earlier
-content to restore it from.
+before anything is staged or copied.  A failure at any step undoes the
+steps before it, newest first: the files replaced are put back, the copies
+of this run (``~`` and the backup store's originals and records) go again,
+so that the tree is exactly as it was, and the error names the path and
+says that nothing was changed: never a traceback, never half an edit.  When
+a file cannot be put back, the failure says ``changed``, names every file
+left edited and the copy of its earlier content to restore it from (kept,
+with its record in the store).
 
 Every run also removes the temporary files (``.<name>.<12 hex
 digits>.ipmasq-tmp``, as ``fileio.write_temp`` names them) that a run killed
@@ -51,7 +53,7 @@ import time
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import atomic_write, remove_quietly, write_temp
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import (
-    FILE_ERRORS, Failed, FileStep, left_edited, reason, replace_all, stage_all,
+    Failed, FileStep, Plan, StageStep, Step, left_edited, reason,
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._files.inode_flags import flag_words
 from ansible_collections.ipmasq.agent.plugins.module_utils._files.orphans import remove_orphans
@@ -174,13 +176,15 @@ class Files:
 
 class _Change(FileStep):
     """One file of the transaction (``transaction.FileStep``): its new text
-    staged beside it, moved into place, and put back on a failure."""
+    staged beside it, moved into place, and put back on a failure.  ``left``:
+    it could not be put back (its copies and kept original then stay)."""
 
     def __init__(self, files, path, before, after, restoring, writer, backups, copies):
         FileStep.__init__(self, path, files.real(path), before is None)
         self.writer, self.backups, self.copies = writer, backups, copies
         self.before = before
         self.after = after
+        self.left = False
         self.st = os.stat(self.real) if before is not None else None
         self.rec = restoring.get(path) if restoring else None
         if self.rec is not None and self.rec.get('mode') is not None:
@@ -199,10 +203,60 @@ class _Change(FileStep):
         _place(self.writer, self, self.after, tmp)
 
     def put_back(self):
-        _place(self.writer, self, self.before)
+        try:
+            _place(self.writer, self, self.before)
+        except BaseException:
+            self.left = True
+            raise
 
     def keep_before(self):
         return _restore_source(self.backups, self.copies, self)
+
+
+class _Keep(Step):
+    """A step that keeps the original of ``change`` (a copy of it, its record
+    in the backup store): not undone when the file itself could not be put
+    back (``change.left``), since the copy is then what restores it."""
+
+    def __init__(self, change, step):
+        Step.__init__(self, step.label, step.actions, step.write, self.undo_unless_left)
+        self.change, self.step = change, step
+
+    def undo_unless_left(self):
+        if not self.change.left:
+            self.step.undo()
+
+
+class _Copy(Step):
+    """The timestamped copy ``AnsibleModule.backup_local`` makes beside the
+    file of ``change`` (``copies``: path -> copy); undone, it is removed.  A
+    copy name already there (a run of this process in the same second) is
+    not this run's to remove."""
+
+    def __init__(self, change, copies):
+        Step.__init__(self, change.path, ['copy'], self.make, self.remove)
+        self.change, self.copies, self.copy, self.existed = change, copies, None, False
+
+    def make(self):
+        there = set(os.listdir(os.path.dirname(self.change.real)))
+        self.copy = self.change.writer.backup(self.change.real)
+        if self.copy:
+            self.copies[self.change.path] = self.copy
+            self.existed = os.path.basename(self.copy) in there
+
+    def remove(self):
+        if self.copy and not self.existed:
+            self.copies.pop(self.change.path, None)
+            _unlink(self.copy)
+
+
+def _unlink(path):
+    """Remove ``path``; one already gone is fine."""
+    try:
+        os.unlink(path)
+    except OSError as e:
+        if e.errno != errno.ENOENT:
+            raise
 
 
 def _stage(real, text, mode, uid, gid):
@@ -255,34 +309,6 @@ def _check_writable(files, change):
                            words[1], files.real(node_dir)))
 
 
-def _drop_copies(copies, existed):
-    """Remove the timestamped copies this run made (but those of a name that
-    ``existed`` before); the paths that stay."""
-    kept = []
-    for copy in copies.values():
-        if copy in existed:
-            continue
-        try:
-            os.unlink(copy)
-        except OSError as e:
-            if e.errno != errno.ENOENT:
-                kept.append(copy)
-    return kept
-
-
-def _undo_copies(backups, copies, existed):
-    """A refused or undone run: its copies and backup store changes go
-    again.  Returns a sentence for what could not be removed ('' if none)."""
-    kept = _drop_copies(copies, existed)
-    try:
-        kept.extend(backups.rollback())
-    except (IOError, OSError) as e:
-        kept.append('%s (%s)' % (backups.dir, e.strerror or e))
-    if not kept:
-        return ''
-    return ' These copies it made could not be removed: %s.' % ', '.join(kept)
-
-
 def _restore_source(backups, copies, change):
     """A file holding exactly what ``change.real`` held before this run:
     the timestamped copy of this run, else the backup store's original
@@ -326,6 +352,29 @@ def clean_orphans(files, backups, result, check_mode):
             result.msg('%s: removed a temporary file left by an earlier run that was stopped.' % real)
 
 
+def _steps(files, backups, changes, copies, backup, restoring):
+    """The run's plan (``transaction.py``): the new texts staged; the
+    originals kept (the backup store, the timestamped copies); the files
+    replaced in order; the records of originals put back dropped."""
+    keep, planned = [], set()
+    for change in changes:
+        if change.rec is None:
+            keep.extend(_Keep(change, step) for step in backups.steps(change.path, change.before, change.st,
+                                                                      change.after, planned))
+        # No copy of a file of our own that is deleted exactly as we wrote it.
+        ours = change.rec is not None and change.after is None and change.rec.get('existed') is False
+        if change.before is not None and backup and not ours:
+            keep.append(_Keep(change, _Copy(change, copies)))
+    drops = [step for path in sorted(restoring or ()) for step in backups.drop_steps(path)]
+    return [StageStep(c) for c in changes] + keep + changes + drops
+
+
+def _not_removed(broken):
+    """The sentence about the copies of this run that could not be removed again."""
+    kept = ['%s (%s)' % (getattr(step, 'path', step.label), reason(e)) for step, e in broken]
+    return ' These copies it made could not be removed: %s.' % ', '.join(kept) if kept else ''
+
+
 def commit(files, backups, result, check_mode, writer, backup=True, restoring=None):
     """Write every change collected in ``files`` as one transaction (nothing
     in check mode): see the module docstring.
@@ -345,69 +394,39 @@ def commit(files, backups, result, check_mode, writer, backup=True, restoring=No
     if check_mode or not pending:
         return
     copies = {}     # path -> the timestamped copy of this run
-    kept_copies = set()
     changes = [_Change(files, path, before, after, restoring, writer, backups, copies) for path, before, after in pending]
-    current = None
-    backups.begin()
+    for change in changes:
+        try:
+            _check_writable(files, change)
+        except MasqError as e:
+            raise MasqError('cannot write %s: %s. Nothing was changed.' % (change.path, e.msg), path=change.path)
+    plan = Plan(_steps(files, backups, changes, copies, backup, restoring))
     try:
-        # 0. nothing the kernel would refuse; 1. stage every new text; 2. keep every original
-        for current in changes:
-            _check_writable(files, current)
-        stage_all(changes)
-        for current in changes:
-            if current.rec is None:
-                backups.before_write(current.path, current.before, current.st)
-            # No copy of a file of our own that is deleted exactly as we wrote it.
-            ours = current.rec is not None and current.after is None and current.rec.get('existed') is False
-            if current.before is not None and backup and not ours:
-                # backup_local names its copy after the pid and the second: a
-                # name already there (a run of this process in the same second)
-                # is not this run's to remove again.
-                directory = os.path.dirname(current.real)
-                there = set(os.listdir(directory))
-                copy = writer.backup(current.real)
-                if copy:
-                    copies[current.path] = copy
-                    if os.path.basename(copy) in there:
-                        kept_copies.add(copy)
-    except (Failed,) + FILE_ERRORS as e:
-        if isinstance(e, Failed):
-            current, e = e.step, e.error
-        for change in changes:
-            change.discard()
-        kept = _undo_copies(backups, copies, kept_copies)
-        raise MasqError('cannot write %s: %s. Nothing was changed.%s' % (current.path, reason(e), kept), path=current.path)
-    # 3. replace, in order; on a failure put back what was replaced
-    try:
-        replace_all(changes)
+        plan.run()
     except Failed as f:
-        current, why = f.step, reason(f.error).rstrip('.')
-        if f.broken:
-            backups.end()
-            for change, _e in f.broken:
-                try:
-                    # Our text is on disk: state=absent may restore its original.
-                    backups.after_write(change.path, change.after)
-                except (IOError, OSError):
-                    pass
-            raise left_edited(f, 'edited', 'cannot replace %s: %s' % (current.path, why), lead={'path': current.path},
-                              also=('edited',))
-        kept = _undo_copies(backups, copies, kept_copies)
-        raise MasqError('cannot replace %s: %s.%s Nothing was changed.%s'
-                        % (current.path, why, ' The files written before it (%s) were put back as they were.'
-                           % ', '.join(c.path for c in f.done) if f.done else '', kept), path=current.path)
-    backups.end()
+        _failed(f, backups, changes)
     for path in sorted(copies):
         result['backups'].append(path + copies[path][len(files.real(path)):])
-    try:
-        for change in changes:
-            if change.rec is None:
+
+
+def _failed(f, backups, changes):
+    """Raise the error of a run whose step ``f.step`` failed (every step
+    before it undone that could be)."""
+    placed = [s for s in f.done if s in changes]
+    left = [(s, e) for s, e in f.broken if s in changes]
+    others = [(s, e) for s, e in f.broken if s not in changes]
+    path = f.step.change.path if isinstance(f.step, _Keep) else f.step.path
+    why = reason(f.error).rstrip('.')
+    if left:
+        for change, _e in left:
+            try:
+                # Our text is on disk: state=absent may restore its original.
                 backups.after_write(change.path, change.after)
-        if restoring:
-            for path in restoring:
-                backups.drop(path)
-    except (IOError, OSError) as e:
-        raise MasqError('%s %s written, but the record of the originals under %s could not be updated (%s); '
-                        'run again to repair it.' % (', '.join(c.path for c in changes),
-                                                     'was' if len(changes) == 1 else 'were', backups.dir,
-                                                     e.strerror or e), changed=True)
+            except (IOError, OSError):
+                pass
+        raise left_edited(Failed(f.error, f.step, placed, [], [], left), 'edited', 'cannot replace %s: %s' % (path, why),
+                          lead={'path': path}, also=('edited',))
+    verb = 'replace' if f.step in changes else 'write'
+    raise MasqError('cannot %s %s: %s.%s Nothing was changed.%s'
+                    % (verb, path, why, ' The files written before it (%s) were put back as they were.'
+                       % ', '.join(c.path for c in placed) if placed else '', _not_removed(others)), path=path)

@@ -22,7 +22,6 @@ import grp
 import os
 import pwd
 import re
-import shutil
 import stat
 import time
 
@@ -31,8 +30,7 @@ from ansible.module_utils.common.text.converters import to_bytes, to_native, to_
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import atomic_write, remove_quietly, write_temp
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import (
-    FILE_ERRORS, Failed, FileStep, dir_steps, left_edited, not_removed, reason, replace_all, stage_all, undo,
-    run as run_steps,
+    AttrStep, DirStep, Failed, FileStep, Plan, RemoveStep, StageStep, dir_steps, left_edited, not_removed, reason,
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._files.inode_flags import flag_words
 from ansible_collections.ipmasq.agent.plugins.module_utils._files.orphans import remove_orphans
@@ -212,21 +210,8 @@ def _stage(item, content):
 
 
 def _attributes(item):
-    # atomic_move keeps the mode of a file it replaces and may apply the umask
-    # to a new one: set what was asked for (again) either way.
-    path = item['path']
-    if item['mode'] is not None:
-        os.chmod(path, item['mode'])
-    if item['uid'] is not None or item['gid'] is not None:
-        os.chown(path, -1 if item['uid'] is None else item['uid'], -1 if item['gid'] is None else item['gid'])
-
-
-def _remove(item):
-    path = item['path']
-    if item['type'] == 'directory':
-        shutil.rmtree(path)
-    else:
-        os.unlink(path)
+    """The step that sets the mode, owner and group asked for (``transaction.AttrStep``)."""
+    return AttrStep(item['path'], item['actions'], item['mode'], item['uid'], item['gid'])
 
 
 class _Write(FileStep):
@@ -242,7 +227,9 @@ class _Write(FileStep):
     def place(self):
         tmp, self.tmp = self.tmp, None
         self.writer.move(tmp, self.path)
-        _attributes(self.item)
+        # atomic_move keeps the mode of a file it replaces and may apply the
+        # umask to a new one: set what was asked for (again) either way.
+        _attributes(self.item).apply()
 
     def put_back(self):
         if self.created:
@@ -266,24 +253,28 @@ class _Write(FileStep):
 
 def _check_flags(items):
     """Refuse (MasqError) a change the kernel would refuse because of an inode
-    flag (chattr +i, +a) on the file or on the directory it is written in."""
+    flag (chattr +i, +a) on the file, on the directory it is written in, or,
+    for a directory of ``absent``, on anything in its tree (else a tree could
+    be half removed)."""
     for item in items:
         if not item['changed']:
             continue
         path = item['path']
-        targets = [path] if item['existed'] else []
+        targets = [(path, 'it')] if item['existed'] else []
         if item['state'] == 'absent' or item.get('write'):
             parent = os.path.dirname(path)
             while parent != '/' and not os.path.isdir(parent):
                 parent = os.path.dirname(parent)
-            targets.append(parent)
-        for target in targets:
+            targets.append((parent, 'its directory ' + parent))
+        if item['state'] == 'absent' and item['type'] == 'directory':
+            targets.extend((os.path.join(base, name), os.path.join(base, name))
+                           for base, dirs, names in os.walk(path) for name in sorted(dirs) + sorted(names))
+        for target, what in targets:
             words = flag_words(target)
             if words:
                 raise MasqError('%s: cannot be changed: %s is %s (chattr +%s, lsattr shows "%s"), so even root cannot '
                                 'change it; run "chattr -%s %s" if this task may change it. Nothing was changed.'
-                                % (path, 'it' if target == path else 'its directory ' + target, words[0], words[1],
-                                   words[1], words[1], target))
+                                % (path, what, words[0], words[1], words[1], words[1], target))
 
 
 def clean_orphans(items, check_mode):
@@ -312,53 +303,59 @@ NOTHING = ' Nothing was changed.'
 
 def _ending(broken):
     """The end of a failure's message and its details: "Nothing was changed"
-    only when every directory this run made was removed again."""
-    if broken:
-        return not_removed(broken), {'changed': True}
-    return NOTHING, {}
+    only when every step written was undone (``broken``: those that were not)."""
+    if not broken:
+        return NOTHING, {}
+    dirs = [(s, e) for s, e in broken if isinstance(s, DirStep)]
+    rest = [(s, e) for s, e in broken if not isinstance(s, DirStep)]
+    end = not_removed(dirs)
+    if rest:
+        end += ' Could not be put back: %s.' % '; '.join('%s (%s)' % (s.label, reason(e)) for s, e in rest)
+    return end, {'changed': True}
+
+
+def _steps(module, items):
+    """The plan (``transaction.py``): the directories the files need, the
+    new contents staged, the files replaced in order, then the attributes
+    set and the paths of ``absent`` removed (moved aside, deleted once
+    every step is written)."""
+    writer = Writer(module)
+    writes = [_Write(writer, i) for i in items if i['changed'] and i['state'] == 'present' and i['write']]
+    written = set(w.path for w in writes)
+    later = []
+    for item in items:
+        if not item['changed'] or item['path'] in written:
+            continue
+        later.append(RemoveStep(item['path'], item['actions']) if item['state'] == 'absent' else _attributes(item))
+    return writes, _dirs(writes) + [StageStep(w) for w in writes] + writes + later
 
 
 def apply(module, items):
-    """Write every file (all or nothing: ``transaction.py``), then set attributes, then remove."""
-    writer = Writer(module)
-    writes = [_Write(writer, i) for i in items if i['changed'] and i['state'] == 'present' and i['write']]
+    """Write every file, set attributes, remove paths: all or nothing (``transaction.py``)."""
     _check_flags(items)
+    writes, steps = _steps(module, items)
     try:
-        made = run_steps(_dirs(writes), FILE_ERRORS)
+        unfinished = Plan(steps).run()
     except Failed as f:
+        why = reason(f.error).rstrip('.')
+        left = [(s, e) for s, e in f.broken if s in writes]
+        if left:
+            raise left_edited(Failed(f.error, f.step, [s for s in f.done if s in writes], [], [], left), 'written',
+                              '%s: cannot be written (%s)' % (f.step.path, why), also=('changed_paths',))
         end, details = _ending(f.broken)
-        raise MasqError('%s: cannot be written (cannot create the directory %s: %s).%s'
-                        % (f.step.what, f.step.path, reason(f.error).rstrip('.'), end), **details)
-    try:
-        stage_all(writes)
-    except Failed as f:
-        end, details = _ending(undo(made))
-        raise MasqError('%s: cannot be written (%s).%s' % (f.step.path, reason(f.error), end), **details)
-    try:
-        replace_all(writes)
-    except Failed as f:
-        why = reason(f.error)
-        if f.broken:
-            raise left_edited(f, 'written', '%s: cannot be written (%s)' % (f.step.path, why.rstrip('.')),
-                              also=('changed_paths',))
-        end, details = _ending(undo(made))
-        raise MasqError('%s: cannot be written (%s).%s%s'
-                        % (f.step.path, why, ' The files written before it (%s) were put back.'
-                           % ', '.join(s.path for s in f.done) if f.done else '', end), **details)
-    changed = [w.path for w in writes]
-    written = set(changed)
-    for current in items:
-        if not current['changed'] or current['path'] in written:
-            continue
-        try:
-            if current['state'] == 'absent':
-                _remove(current)
-            else:
-                _attributes(current)
-        except (IOError, OSError) as e:
-            raise MasqError('%s: %s failed: %s' % (current['path'], ', '.join(current['actions']), to_native(e)),
-                            changed=bool(changed), changed_paths=changed)
-        changed.append(current['path'])
+        back = [s.path for s in f.done if s in writes]
+        back = ' The files written before it (%s) were put back.' % ', '.join(back) if back else ''
+        if isinstance(f.step, DirStep):
+            raise MasqError('%s: cannot be written (cannot create the directory %s: %s).%s'
+                            % (f.step.what, f.step.path, why, end), **details)
+        if isinstance(f.step, (StageStep, _Write)):
+            raise MasqError('%s: cannot be written (%s).%s%s' % (f.step.path, why, back, end), **details)
+        raise MasqError('%s: %s failed: %s.%s%s' % (f.step.path, ', '.join(f.step.actions), why, back, end), **details)
+    if unfinished:
+        raise MasqError('%s written and removed, but what was moved aside could not be deleted: %s.'
+                        % (', '.join(i['path'] for i in items if i['changed']),
+                           '; '.join('%s (%s)' % (s.aside, reason(e)) for s, e in unfinished)),
+                        changed=True, changed_paths=[i['path'] for i in items if i['changed']])
 
 
 # The defaults of the module's options, for a caller that leaves some out.

@@ -86,3 +86,56 @@ def test_the_module_says_in_one_line_what_it_wrote_would_write_or_removed(tmp_pa
                     where + 'no change', where + 'no change']
     assert [module_run(lib, check, 'absent')['msg'] for check in (True, False, False)] == [
         where + 'would be removed', where + 'removed', where + 'no change']
+
+
+# ---------------------------------------------------------------- subpackages of the core
+
+PROBE = {'probe/__init__.py': b'',
+         'probe/deep/__init__.py': b'',
+         'probe/deep/leaf.py': b'from ansible_collections.ipmasq.agent.plugins.module_utils._core import errors\n'
+                               b'from ansible_collections.ipmasq.agent.plugins.module_utils._core.probe import near\n'
+                               b'VALUE = (errors.MasqError.__name__, near.NEAR)\n',
+         'probe/near.py': b'NEAR = 1\n'}
+IMPORT_LEAF = ('from ansible_collections.ipmasq.agent.plugins.module_utils._core.probe.deep import leaf; '
+               'print(leaf.VALUE, leaf.__file__)')
+
+
+def node_import(lib):
+    """What a process on the node imports from the installed code (only ``lib`` on its path)."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+    proc = subprocess.run([sys.executable, '-S', '-B', '-c', IMPORT_LEAF], capture_output=True, text=True,
+                          env={'PYTHONPATH': lib, 'PATH': os.environ['PATH']}, timeout=60, check=False)
+    return proc.returncode, proc.stdout.strip(), proc.stderr.strip()
+
+
+def test_a_core_with_subpackages_is_installed_whole_and_imported_from_on_the_node(tmp_path, sources):
+    """A package folder (with __init__.py, nested) is written into the
+    version directory, byte-compiled, and switched with the rest; a change
+    inside it is one more file written; a folder the new code no longer has
+    is removed with the switch."""
+    lib = str(tmp_path / 'lib')
+    assert _resync_code.install(lib, dict(sources, **PROBE), make_run(), sys.executable) == (
+        sorted(dict(sources, **PROBE)), [])
+    rc, out, err = node_import(lib)
+    version = os.path.realpath(_resync_code.package_dir(lib))
+    assert rc == 0, err
+    assert out == "('MasqError', 1) %s" % os.path.join(version, 'probe', 'deep', 'leaf.py')
+    assert [n for n in os.listdir(os.path.join(version, 'probe', 'deep', '__pycache__')) if n.startswith('leaf.')]
+    changed = dict(sources, **dict(PROBE, **{'probe/near.py': b'NEAR = 2\n'}))
+    assert _resync_code.install(lib, changed, make_run(), sys.executable) == (['probe/near.py'], [])
+    assert node_import(lib)[1].startswith("('MasqError', 2) ")
+    assert _resync_code.install(lib, sources, make_run(), sys.executable) == ([], sorted(PROBE))
+    assert not os.path.exists(os.path.join(_resync_code.package_dir(lib), 'probe'))
+    assert node_import(lib)[0] != 0
+
+
+def test_a_failure_inside_a_subpackage_leaves_the_code_in_place_as_it_was(tmp_path, sources):
+    lib = str(tmp_path / 'lib')
+    _resync_code.install(lib, dict(sources, **PROBE), make_run(), sys.executable)
+    before = listing(lib)
+    broken = dict(sources, **dict(PROBE, **{'probe/deep/leaf.py': b'def (:\n'}))
+    with pytest.raises(MasqError) as failure:
+        _resync_code.install(lib, broken, make_run(), sys.executable)
+    assert 'could not byte-compile it' in failure.value.msg and 'leaf.py' in failure.value.msg, failure.value.msg
+    assert failure.value.msg.endswith('The code in place is as it was: nothing was changed.')
+    assert listing(lib) == before

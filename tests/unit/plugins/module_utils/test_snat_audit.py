@@ -12,13 +12,16 @@ import os
 import pytest
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.allow import parse_allow
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit.iptables import nat_finding
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.judge import analyse
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.node import _is_read_only, audit, read_only
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.owners import HINTS, OWNERS
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit.nftables import ruleset_finding
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.report import offender_lines
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import parse_nft
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import iptables_rules, nft_json
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import parse_save
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'snat_audit_data')
@@ -53,12 +56,19 @@ def merge(*texts):
     return '\n'.join([HEADER_NFT.rstrip('\n'), '*nat'] + decl + rules + ['COMMIT', ''])
 
 
+def found(snapshots, nft_tables):
+    """What the backends' audit reads hand the judge: ``(family, flavour,
+    iptables-save text)`` per nat table, and the nft ruleset (or None)."""
+    out = [nat_finding('iptables', family, flavour, parse_save(text)) for family, flavour, text in snapshots]
+    return out + ([] if nft_tables is None else [ruleset_finding('nftables', nft_tables)])
+
+
 def run_ipt(text, family=4, backend='iptables-nft', **kw):
-    return analyse([(family, 'nf_tables' if backend == 'iptables-nft' else 'legacy', text)], None, **kw)
+    return analyse(found([(family, 'nf_tables' if backend == 'iptables-nft' else 'legacy', text)], None), **kw)
 
 
 def run_nft(name, **kw):
-    return analyse([], parse_nft(data(name + '.json')), **kw)
+    return analyse(found([], parse_nft(data(name + '.json'))), **kw)
 
 
 def brief(sources):
@@ -246,15 +256,15 @@ def test_ours_not_reached_without_its_jump():
 
 def test_ipv6_needs_ours_in_both_families():
     v4 = ours_save()
-    res = analyse([(4, 'nf_tables', v4)], None, ipv6=True)
+    res = analyse(found([(4, 'nf_tables', v4)], None), ipv6=True)
     assert res['ours_by_family'] == {'ipv4': True, 'ipv6': False} and not res['ours_present']
-    res = analyse([(4, 'nf_tables', v4), (6, 'nf_tables', ours_save(6))], None, ipv6=True)
+    res = analyse(found([(4, 'nf_tables', v4), (6, 'nf_tables', ours_save(6))], None), ipv6=True)
     assert res['only_ours'] and [s['family'] for s in res['sources']] == ['ipv4', 'ipv6']
 
 
 def test_ipv6_flannel_is_an_ipv6_offender():
-    res = analyse([(4, 'nf_tables', ours_save()), (6, 'nf_tables', merge(data('flannel6.save'), ours_save(6)))],
-                  None, ipv6=True)
+    res = analyse(found([(4, 'nf_tables', ours_save()), (6, 'nf_tables', merge(data('flannel6.save'), ours_save(6)))],
+                        None), ipv6=True)
     assert [(s['family'], s['owner']) for s in res['offenders']] == [('ipv6', 'flannel')] * 2
     assert res['ours_present'] and not res['only_ours']
 
@@ -407,7 +417,7 @@ def test_nft_kube_proxy_without_the_mark_return_is_an_offender():
     doc['nftables'] = [o for o in doc['nftables']
                        if not ('rule' in o and o['rule']['chain'] == 'masquerading'
                                and any('return' in e for e in o['rule']['expr']))]
-    res = analyse([], parse_nft(doc))
+    res = analyse(found([], parse_nft(doc)))
     assert [(s['scope'], s['allowed']) for s in res['sources']] == [('egress', False), ('hairpin', True)]
 
 
@@ -455,7 +465,7 @@ def test_nft_table_named_like_our_chain_is_ours():
         {'rule': {'family': 'inet', 'table': 'ip-masq-agent', 'chain': 'postrouting', 'handle': 2,
                   'expr': [{'masquerade': None}]}},
     ]}
-    res = analyse([], parse_nft(doc), ipv6=True)
+    res = analyse(found([], parse_nft(doc)), ipv6=True)
     assert res['only_ours'] and res['ours_by_family'] == {'ipv4': True, 'ipv6': True}
 
 
@@ -473,7 +483,7 @@ def test_nft_cycle_through_verdict_map_is_safe():
         {'rule': {'family': 'ip', 'table': 't', 'chain': 'b', 'expr': [{'jump': {'target': 'a'}}]}},
         {'rule': {'family': 'ip', 'table': 't', 'chain': 'b', 'expr': [{'snat': {'addr': '192.0.2.1'}}]}},
     ]}
-    (src,) = analyse([], parse_nft(doc))['sources']
+    (src,) = analyse(found([], parse_nft(doc)))['sources']
     assert src['path'] == ['base', 'a', 'b'] and src['target'] == 'SNAT'
     assert src['rule'] == 'snat to 192.0.2.1'
 
@@ -482,23 +492,23 @@ def test_nft_compat_table_of_iptables_nft_is_not_reported_twice():
     save = data('compat.save')
     tables = parse_nft(data('compat.json'))
     assert ('ip', 'nat') in tables
-    res = analyse([(4, 'nf_tables', save)], tables)
+    res = analyse(found([(4, 'nf_tables', save)], tables))
     assert sorted((s['backend'], s['owner']) for s in res['sources']) == [
         ('iptables-nft', 'flannel'), ('iptables-nft', 'flannel'), ('nft', 'kube-proxy'), ('nft', 'kube-proxy')]
     assert res['audited'] == ['IPv4 nat table (iptables-nft)', 'nft ruleset (ip kube-proxy)']
     # Without an iptables-nft view of it, the same table is read from nft (xt targets).
-    res = analyse([], tables)
+    res = analyse(found([], tables))
     flannel = [s for s in res['sources'] if s['owner'] == 'flannel']
     assert len(flannel) == 2 and flannel[0]['table'] == 'ip nat' and 'xt target MASQUERADE' in flannel[0]['rule']
     # A legacy view does not stand for the nf_tables table either.
-    res = analyse([(4, 'legacy', save)], tables)
+    res = analyse(found([(4, 'legacy', save)], tables))
     assert len([s for s in res['sources'] if s['owner'] == 'flannel']) == 4
 
 
 def test_nft_incompatible_iptables_nft_table_is_read_from_nft():
     save = data('incompatible.save')
     assert save.startswith("# Table `nat' is incompatible")
-    res = analyse([(4, 'nf_tables', save)], parse_nft(data('incompatible.json')))
+    res = analyse(found([(4, 'nf_tables', save)], parse_nft(data('incompatible.json'))))
     assert any('incompatible' in n for n in res['notes'])
     assert {(s['table'], s['owner']) for s in res['offenders']} == {('ip nat', 'docker'), ('ip nat', 'unknown')}
     assert [s['chain'] for s in res['sources'] if not s['reachable']] == ['unused']
@@ -716,7 +726,7 @@ def test_ours_in_both_iptables_flavours_is_two_policies():
     """The legacy nat table and iptables-nft's are both traversed: our chain
     in each (left behind when the node's iptables moved) is not only ours."""
     legacy = ours_save().replace(HEADER_NFT, '')
-    res = analyse([(4, 'nf_tables', HEADER_NFT + ours_save()), (4, 'legacy', legacy)], None)
+    res = analyse(found([(4, 'nf_tables', HEADER_NFT + ours_save()), (4, 'legacy', legacy)], None))
     assert res['ours_present'] and res['offenders'] == []
     assert res['ours_backends'] == ['iptables'] and res['ours_in'] == ['iptables-legacy', 'iptables-nft']
     assert res['only_ours'] is False
@@ -724,7 +734,7 @@ def test_ours_in_both_iptables_flavours_is_two_policies():
     (line,) = offender_lines(res)
     assert 'iptables-legacy -t nat -X IP-MASQ-AGENT' in line and 'run ipmasq.agent.masq_chain' in line
     # One flavour alone is only ours.
-    res = analyse([(4, 'legacy', legacy)], None)
+    res = analyse(found([(4, 'legacy', legacy)], None))
     assert res['ours_in'] == ['iptables-legacy'] and res['only_ours'] is True
 
 

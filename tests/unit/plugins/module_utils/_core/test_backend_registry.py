@@ -64,3 +64,17 @@ def test_a_backend_added_to_the_registry_alone_is_looked_in_planned_and_reported
     assert result['actions'][-1] == 'elsewhere: remove ours elsewhere' and result['drift_kinds'][-1] == 'other_backend'
     assert result['elsewhere'] == why
     assert result['backend'] == result['iptables_flavour'] == 'nf_tables'
+
+
+def test_every_writer_says_its_own_words():
+    """What every consumer asks a writer for (backend.Backend declares it): a
+    writer of the registry that leaves one out fails here, not in a consumer."""
+    for cls in backends.writers():
+        assert cls.tool and cls.packages and cls.drift_kinds and cls.metric_help and cls.result_keys, cls
+        assert cls.installed_text and cls.tools_text, cls
+        for name in ('diff_text', 'msg_parts', 'log_lines', 'in_sync_text', 'drift_words', 'drift_report',
+                     'holds_policy', 'removal'):
+            own = cls.__mro__[:cls.__mro__.index(backend.Backend)]
+            assert any(name in vars(k) for k in own), (cls, name)
+    kinds = [kind for cls in backends.writers() for kind in cls.drift_kinds]
+    assert len(kinds) == len(set(kinds))

@@ -3,10 +3,10 @@
 Before, each rewriting rule was written for every source and interface pair
 and, with to_ports, per protocol and port range: (exceptions + 1) x sources x
 interfaces x (3 x port ranges + 1) rules, so a 15 KB config became 280,000
-rules.  Now (policy.IptablesLayout, iptables_rules.chains) the gates and the rewrite
+rules.  Now (iptables_layout.IptablesLayout, iptables_rules.chains) the gates and the rewrite
 are sub-chains reached with -g when that takes fewer rules, the one chain as
 before otherwise; and a policy whose iptables form is over
-policy.IPTABLES_RULE_LIMIT is refused before anything is written.  Pure
+iptables_layout.IPTABLES_RULE_LIMIT is refused before anything is written.  Pure
 logic here; tests/integration/test_rule_count.py proves the same decisions on
 real packets and the apply time of the big shape."""
 import itertools
@@ -16,7 +16,8 @@ import pytest
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import iptables, iptables_rules, iptables_save, policy
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import sync as core_sync
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import IPTABLES_RULE_LIMIT, Policy
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_layout import IPTABLES_RULE_LIMIT
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy
 
 CHAIN = 'IP-MASQ-AGENT'
 SUBS = ('IP-MASQ-AGENT-SOURCES', 'IP-MASQ-AGENT-POLICY', 'IP-MASQ-AGENT-REWRITE')

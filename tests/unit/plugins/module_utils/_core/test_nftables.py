@@ -354,7 +354,7 @@ def test_auto_keeps_a_node_with_our_table_on_nftables():
     table = [{'table': {'family': 'inet', 'name': 'ip-masq-agent'}}]
     node = FakeNode(table=table, probe=True)
     reading = node.backends('auto').read(policy.Policy())
-    assert reading.selected == 'nftables' and reading.nft_table is not None
+    assert reading.selected == 'nftables' and reading.of['nftables'].table is not None
 
 
 def test_nftables_without_nft_is_a_clear_error():

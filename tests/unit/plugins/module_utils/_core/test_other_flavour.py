@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends, policy, sync, xtables_kernel
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import backend_flavours, backends, policy, sync, xtables_kernel
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 
 CHAIN = 'IP-MASQ-AGENT'
@@ -61,10 +61,10 @@ class Node:
 
 
 def test_the_flavours_own_tools():
-    find = backends.flavoured_find(lambda name: '/sbin/' + name, 'legacy', {4: None})
+    find = backend_flavours.flavoured_find(lambda name: '/sbin/' + name, 'legacy', {4: None})
     assert [find(n) for n in ('iptables', 'iptables-save', 'iptables-restore', 'ip6tables-save')] == [
         '/sbin/iptables-legacy', '/sbin/iptables-legacy-save', '/sbin/iptables-legacy-restore', None]
-    find = backends.flavoured_find(lambda name: '/sbin/' + name, 'nf_tables', {6: True})
+    find = backend_flavours.flavoured_find(lambda name: '/sbin/' + name, 'nf_tables', {6: True})
     assert [find(n) for n in ('iptables-save', 'ip6tables-save', 'ip6tables-restore')] == [
         None, '/sbin/ip6tables-nft-save', '/sbin/ip6tables-nft-restore']
 

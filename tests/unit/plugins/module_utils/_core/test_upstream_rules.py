@@ -79,7 +79,7 @@ def test_upstream_on_old_iptables_leaves_random_fully_out_but_an_explicit_true_i
     plan = iptables.plan_present(4, table, up())
     assert not any('random-fully' in line for line in plan.lines)
     backend = iptables.IptablesBackend(lambda argv, data=None: (0, '', ''), lambda name: '/sbin/' + name)
-    reading = iptables.Reading(backend.tools)
+    reading = iptables.IptablesReading(backend.tools)
     reading.tables[4] = table
     with pytest.raises(MasqError) as e:
         backend.plan(reading, up(random_fully=True))

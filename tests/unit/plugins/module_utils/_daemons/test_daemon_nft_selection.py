@@ -17,6 +17,7 @@ import os
 import pytest
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.judge import analyse
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit.nftables import ruleset_finding
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import sync
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.lock import Lock
@@ -172,14 +173,14 @@ def test_the_audit_names_exactly_what_the_modules_remove():
     delete (Docker: the default bridge's; flannel: its postrtg chain), and
     nothing the modules delete is allowed by the audit."""
     ts = tables('docker_bridges_ipv6')
-    res = analyse([], ts, ipv6=True)
+    res = analyse([ruleset_finding('nftables', ts)], ipv6=True)
     offending = sorted((o['table'], o['handle']) for o in res['offenders'])
     picked = sorted(('%s %s' % (c['delete']['rule']['family'], c['delete']['rule']['table']),
                      c['delete']['rule']['handle'])
                     for _t, cs in docker.docker_nft_rules(ts, 'br-dummy', None) for c in cs)
     assert offending == picked and len(picked) == 2
     ts = tables('flannel')
-    res = analyse([], ts, ipv6=True)
+    res = analyse([ruleset_finding('nftables', ts)], ipv6=True)
     assert sorted({(o['table'], o['chain']) for o in res['offenders']}) == sorted(
         ('%s %s' % (c['delete']['chain']['family'], c['delete']['chain']['table']), c['delete']['chain']['name'])
         for _t, cs in flannel.flannel_nft_chains(ts) for c in cs if 'delete' in c)
