@@ -13,13 +13,16 @@ the node's 10.10.0.1); our policy keeps 10.0.0.0/8 (it sees the pod).
 Needs root; nothing happens in the root network namespace, nothing reads or
 writes this machine's /etc/cni or /var/lib/cni.
 """
+import hashlib
+import json
 import os
 import re
+import subprocess
 
 import pytest
 
 from ipmasq_lab import cni, netlab
-from ipmasq_lab.topology import NO_REPLY, NODE_CL4, NODE_CL6, NODE_EXT4, NODE_EXT6, Topology
+from ipmasq_lab.topology import NO_REPLY, NODE_CL4, NODE_CL6, NODE_EXT4, NODE_EXT6, POD4, Topology
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason='needs root (network namespaces)'),
@@ -210,3 +213,101 @@ def test_bridge_network_masquerade_off_ours_decides(tools, tree, conf_dir):
             other_pod.delete()
             net.remove()
             other.remove()
+
+
+def test_check_diff_and_all_or_nothing(tree, conf_dir):
+    """Two network files (a .conflist and a single-plugin .conf), the second
+    immutable: the run fails naming it, the first file is as it was, and the
+    running pod's CNI rules are all still there.  Once the second can be
+    written, check mode shows both edits as diffs and changes nothing."""
+    backend = netlab.Backend('nft')
+    node, pod = netlab.Netns('node'), netlab.Netns('pod')
+    net = cni.Network(node, conf_dir, NET, backend=backend, subnet6=None)
+    single = os.path.join(conf_dir, '20-single.conf')
+    single_text = '{"cniVersion": "0.4.0", "name": "single", "type": "ptp", "ipMasq": true,\n "ipam": {}}\n'
+    with open(single, 'w') as handle:
+        handle.write(single_text)
+    try:
+        net.add(pod, 'c1')
+        masq = [line for line in netlab.nat_rules(backend.save(node)) if COMMENT.search(line)]
+        assert len(masq) == 3
+        original = open(net.path).read()
+        subprocess.run(['chattr', '+i', single], check=True)
+        try:
+            res = run(node, backend, {'root': tree.root})['apply1']
+        finally:
+            subprocess.run(['chattr', '-i', single], check=True)
+        assert res.get('failed') and '20-single.conf' in res['msg'] and 'chattr' in res['msg'], res['msg']
+        assert open(net.path).read() == original and open(single).read() == single_text
+        assert [line for line in netlab.nat_rules(backend.save(node)) if COMMENT.search(line)] == masq
+        assert not [name for name in os.listdir(conf_dir) if name.endswith('~') or '.ipmasq-tmp' in name]
+
+        rules_before = netlab.nat_rules(backend.save(node))
+        check = run(node, backend, {'root': tree.root}, ['check1'])['check1']
+        assert check['changed'] is True and check['msg'].startswith('cni: would edit 2 files'), check['msg']
+        assert [d['before_header'] for d in check['diff']] == [CONF_DIR + '/10-imqnet.conflist',
+                                                               CONF_DIR + '/20-single.conf']
+        assert check['diff'][1]['after'] == single_text.replace('"ipMasq": true', '"ipMasq": false')
+        assert len(check['removed_rules']) == 3
+        assert open(net.path).read() == original and open(single).read() == single_text
+        assert netlab.nat_rules(backend.save(node)) == rules_before
+        net.delete(pod, 'c1')
+    finally:
+        subprocess.run(['chattr', '-i', single], check=False)
+        node.delete()
+        pod.delete()
+        net.remove()
+        backend.remove()
+
+
+# The bridge plugin's nftables flavour (plugins >= 1.5, "ipMasqBackend":
+# "nftables"; Debian 12's 1.1.1 does not have it): what pkg/ip/
+# ipmasq_nftables_linux.go writes for one container of imqnet (the topology's
+# pod) and one of another network, as nft -f input.
+NFT_FLAVOUR = '''table inet cni_plugins_masquerade {
+    comment "Masquerading for plugins from github.com/containernetworking/plugins"
+    chain masq_checks {
+        comment "Masquerade traffic from certain IPs to any (non-multicast) IP outside their subnet"
+        ip saddr 10.244.1.2 ip daddr != 10.244.1.0/24 masquerade comment "%(net)s-%(inst)s, net: imqnet, if: eth0, id: c1"
+        ip saddr 10.244.9.2 ip daddr != 10.244.9.0/24 masquerade comment "%(other)s-%(inst)s, net: othernet, if: eth0, id: o1"
+    }
+    chain postrouting {
+        type nat hook postrouting priority srcnat; policy accept;
+        ip daddr 224.0.0.0/4 return
+        ip6 daddr ff00::/8 return
+        goto masq_checks
+    }
+}
+'''
+
+
+def _sha(text, digits=16):
+    return hashlib.sha512(text.encode()).hexdigest()[:digits]
+
+
+def test_nftables_flavour_rules_removed_on_packets(tree, conf_dir):
+    """The plugin's nftables flavour: before, the pod is masqueraded by the
+    rule in masq_checks; after cni_ip_masq, only imqnet's rule is gone (the
+    table, its postrouting chain and othernet's rule stay) and our nftables
+    table alone decides."""
+    conf = cni.conflist(NET)
+    conf['plugins'][0]['ipMasqBackend'] = 'nftables'
+    path = os.path.join(conf_dir, '10-imqnet.conflist')
+    with open(path, 'w') as handle:
+        json.dump(conf, handle, indent=2)
+    ruleset = NFT_FLAVOUR % {'net': _sha(NET), 'other': _sha('othernet'), 'inst': _sha('eth0:c1')}
+    with Topology.with_tools('nft', ipv6=False) as topo:
+        topo.node.exec(['nft', '-f', '-'], input=ruleset)
+        names = ('external', 'cluster-local')
+        assert topo.probe(names) == {'external': NODE_EXT4, 'cluster-local': NODE_CL4}
+        topo.masq(backend='nftables')
+        assert topo.probe(names) == {'external': NODE_EXT4, 'cluster-local': NODE_CL4}
+
+        res = run(topo.node, topo.backend, {'root': tree.root})['apply1']
+        assert not res.get('failed'), res['msg']
+        assert res['removed_rules'] == ['inet cni_plugins_masquerade masq_checks: ip saddr 10.244.1.2 ip daddr != '
+                                        '10.244.1.0/24 masquerade comment "%s-%s, net: imqnet, if: eth0, id: c1"'
+                                        % (_sha(NET), _sha('eth0:c1'))], res['removed_rules']
+        left = topo.node.exec(['nft', 'list', 'table', 'inet', 'cni_plugins_masquerade']).stdout
+        assert 'net: othernet' in left and 'goto masq_checks' in left and 'net: imqnet' not in left
+        assert topo.probe(names) == {'external': NODE_EXT4, 'cluster-local': POD4}
