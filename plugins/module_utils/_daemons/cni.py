@@ -328,4 +328,3 @@ def cni_sync(params, run, find, writer, check_mode=False):
             result.msg('Removed the masquerade rules of the running containers of %s; their emptied CNI-* chains '
                        'stay for the plugins\' DEL.' % ', '.join(names))
     return result
-
