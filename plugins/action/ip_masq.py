@@ -15,6 +15,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible.plugins.loader import lookup_loader
 
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import registry
 from ansible_collections.ipmasq.agent.plugins.module_utils._msg import role_msg
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._config_file import config_text
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import (
@@ -47,17 +48,54 @@ SYSTEMD_MSG = (
     'booted with systemd.')
 
 
-# The tags of the later steps' tasks: a step none of whose tags is picked is not listed.
+# The tags of the later steps' tasks: a step none of whose tags is picked is
+# not listed. A daemon's tag is its role variable's name (ip_masq_<daemon>).
 STEP_TAGS = {
     'packages': ('ip_masq_packages',),
     'resync_code': ('ip_masq_resync',),
     'apply': ('ip_masq_chain',),
     'resync': ('ip_masq_resync',),
     'resync_absent': ('ip_masq_resync',),
-    'other_snat': ('ip_masq_flannel', 'ip_masq_docker', 'ip_masq_kubelet'),
+    'other_snat': (),
     'audit': ('ip_masq_audit',),
-    'absent': ('ip_masq_chain', 'ip_masq_config', 'ip_masq_flannel', 'ip_masq_docker', 'ip_masq_kubelet'),
+    'absent': ('ip_masq_chain', 'ip_masq_config'),
 }
+# The version in which a deprecated choice of a daemon's variable goes.
+DEPRECATED_UNTIL = '2.0.0'
+
+
+def step_tags(step):
+    """The tags of a later step's tasks; the daemon steps' follow the daemon registry."""
+    if step in ('other_snat', 'absent'):
+        return STEP_TAGS[step] + tuple(d.variable for d in registry.DAEMONS)
+    return STEP_TAGS[step]
+
+
+def daemon_modes(values):
+    """``[(daemon, mode)]`` for every registered daemon, in the registry's
+    order, with a deprecated choice replaced by its new one; and the
+    deprecation messages."""
+    out, deprecations = [], []
+    for daemon in registry.DAEMONS:
+        mode = values[daemon.variable]
+        if mode in daemon.deprecated:
+            new = daemon.deprecated[mode]
+            deprecations.append('%s: %s is deprecated, use %s (the same).' % (daemon.variable, mode, new))
+            mode = new
+        out.append((daemon, mode))
+    return out, deprecations
+
+
+def daemon_step(daemon, mode, state, backup_dir, values):
+    """One daemon of the role's daemon step (other_snat.yml): its name, whether
+    it is managed, and the options of its module's edit and, after its
+    restart, its clean-up (present only)."""
+    base = dict({'state': state, 'backup_dir': backup_dir}, **daemon.options(values, mode))
+    edit = dict(base, **daemon.edit)
+    cleanup = None
+    if state == 'present' and daemon.cleanup is not None:
+        cleanup = dict(base, **daemon.cleanup)
+    return {'name': daemon.name, 'manage': mode == 'manage', 'edit': edit, 'cleanup': cleanup}
 
 
 def picked(tags, run_tags, skip_tags):
@@ -124,21 +162,31 @@ class ActionModule(ActionBase):
         config = config_text(values, facts, managed or C.DEFAULT_MANAGED_STR) if facts else None
         # The typed role variables: the later steps read these, never the raw ones.
         typed = dict((name, value) for name, value in args['values'].items() if name.startswith('ip_masq_'))
+        present = values['ip_masq_state'] == 'present'
+        run_tags = task_vars.get('ansible_run_tags') or ['all']
+        skip_tags = task_vars.get('ansible_skip_tags') or []
+        modes, deprecations = daemon_modes(values)
+        for text in deprecations:
+            result.setdefault('deprecations', []).append(
+                {'msg': text, 'version': DEPRECATED_UNTIL, 'collection_name': 'ipmasq.agent'})
+        # The registered daemons, in the registry's order, that are not
+        # 'skip' and whose tag is picked: the daemon step (other_snat.yml)
+        # runs them ('report' ones, with ip_masq_state=present, are only read).
+        daemons = [(d, mode) for d, mode in modes if mode != 'skip' and picked((d.variable,), run_tags, skip_tags)]
+        backup_dir = values['ip_masq_backup_dir']
+        daemon_steps = [daemon_step(d, mode, values['ip_masq_state'], backup_dir, values) for d, mode in daemons
+                        if not present or mode != 'report']
         if validate_only:
             result.update(changed=False, facts=facts, masq_chain=args['masq_chain'], config=config, settings=typed,
-                          timer=args['timer'], ansible_facts=dict(facts),
+                          timer=args['timer'], ansible_facts=dict(facts), daemon_steps=daemon_steps,
                           msg='settings valid (only validated: no node contacted)')
             return result
 
         internal = dict((name, values[name]) for name in ('__ip_masq_xtables_lock', '__ip_masq_writers_lock',
                                                           '__ip_masq_systemd_dir'))
-        present = values['ip_masq_state'] == 'present'
         resync_on = present and values['ip_masq_resync_enabled']
         systemctl = values['ip_masq_resync_systemctl']
         check = bool(self._play_context.check_mode)
-        run_tags = task_vars.get('ansible_run_tags') or ['all']
-        skip_tags = task_vars.get('ansible_skip_tags') or []
-        other_snat = [n for n in ('flannel', 'docker', 'kubelet') if values['ip_masq_%s' % n] != 'skip']
         audit = values['ip_masq_audit']
 
         unit_dir = values['ip_masq_unit_dir']
@@ -179,24 +227,17 @@ class ActionModule(ActionBase):
             node['chain'] = args['masq_chain']
             if values['ip_masq_allow_catch_all']:
                 node['allow_catch_all'] = True
-        # flannel's, Docker's and kubelet's settings read with their modules'
-        # code in check mode, with the options flannel.yml, docker.yml and
-        # kubelet.yml give them: other_snat.yml runs only where one of them
-        # would change something (or a 'manage' one is missing).
-        daemons = [n for n in other_snat if picked(('ip_masq_%s' % n,), run_tags, skip_tags)]
+        # The daemons' settings read with their modules' code in check mode:
+        # other_snat.yml runs only where one of them would change something
+        # (or a 'manage' one is missing). A 'report' daemon is only read.
         if present and daemons:
-            backup_dir = values['ip_masq_backup_dir']
-            given = {
-                'flannel': {'state': 'present', 'backup_dir': backup_dir, 'remove_stale_rules': True},
-                'docker': {'state': 'present', 'backup_dir': backup_dir, 'daemon_json': values['ip_masq_docker_daemon_json'],
-                           'remove_stale_rules': True, 'report_networks': True},
-                'kubelet': {'state': 'present', 'backup_dir': backup_dir,
-                            'mode': 'report' if values['ip_masq_kubelet'] == 'report' else 'set'},
-            }
-            node['daemons'] = dict({n: given[n] for n in daemons},
-                                   required=[n for n in daemons if values['ip_masq_%s' % n] == 'manage'])
+            node['daemons'] = dict(
+                ((d.name, dict({'state': 'present', 'backup_dir': backup_dir}, **dict(d.options(values, mode), **d.read)))
+                 for d, mode in daemons),
+                required=[d.name for d, mode in daemons if mode == 'manage'],
+                report=[d.name for d, mode in daemons if mode == 'report'])
         # The audit comes last, when every other piece has done its work: in
-        # this run only where no flannel, Docker or kubelet step follows (the
+        # this run only where no daemon step follows (the
         # node run leaves it out where its daemons part says one does).
         if present and audit != 'skip' and 'chain' in node and selected('audit', run_tags, skip_tags):
             node['audit'] = {'chain': values['ip_masq_chain'], 'ipv6': values['ip_masq_enable_ipv6'],
@@ -239,7 +280,7 @@ class ActionModule(ActionBase):
                     steps.append('resync')
             elif not resync_on and (found is None or set(found) & set(resync_paths)):
                 steps.append('resync_absent')
-            if daemons and (ran.get('daemons') is None or ran.get('daemons_needed')):
+            if daemon_steps and (ran.get('daemons') is None or ran.get('daemons_needed')):
                 steps.append('other_snat')
             if audit != 'skip' and ran.get('audit') is None:
                 steps.append('audit')
@@ -249,11 +290,12 @@ class ActionModule(ActionBase):
             steps.append('absent')
         for key in ('files', 'resync_code', 'chain', 'audit'):
             result.setdefault(key, None)
-        steps = [step for step in steps if picked(STEP_TAGS[step], run_tags, skip_tags)]
+        steps = [step for step in steps if picked(step_tags(step), run_tags, skip_tags)]
         # Which parts of the node run changed, and the files it changed (as node_files names them).
         result['changed_parts'] = [part for part in ('files', 'resync_code', 'chain', 'audit')
                                    if (ran.get(part) or {}).get('changed')]
         result['changed_paths'] = list(files_run.get('changed_paths') or [])
-        result.update(steps=steps, facts=facts, masq_chain=args['masq_chain'], parts=parts, settings=typed)
+        result.update(steps=steps, facts=facts, masq_chain=args['masq_chain'], parts=parts, settings=typed,
+                      daemon_steps=daemon_steps)
         result['msg'] = role_msg(ran, steps, check)
         return result

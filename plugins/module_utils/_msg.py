@@ -133,7 +133,7 @@ def audit_msg(result):
     return 'SNAT audit: %s' % result.get('summary')
 
 
-PART_NAMES = (('files', 'files'), ('resync_code', 'resync code'), ('chain', 'chain'))
+PART_NAMES = (('files', 'files'), ('resync_code', 'resync code'), ('chain', 'chain'), ('daemon', 'daemon'))
 
 
 def node_msg(result, check_mode):

@@ -24,7 +24,7 @@ description:
     looks at what the role's later steps need and audits (C(ip_masq_audit): V(fail) fails the task, V(warn) warns,
     V(skip) audits nothing; in check mode a finding only warns)."
   - RV(steps) names the role's later task files that this node still needs (packages, the resync units' start,
-    the resync's removal, flannel, Docker and kubelet, the audit after them); C(tasks/main.yml) runs only those.
+    the resync's removal, the daemons, the audit after them); C(tasks/main.yml) runs only those.
   - "C(--tags) and C(--skip-tags) pick the parts of the node run: C(ip_masq_config) the files, C(ip_masq_resync)
     the files and the resync's code, C(ip_masq_chain) the policy, C(ip_masq_audit) the audit. The task itself is
     tagged C(always): the validation always runs."
@@ -82,6 +82,16 @@ steps:
   type: list
   elements: str
   sample: [resync, other_snat, audit]
+daemon_steps:
+  description:
+    - The daemons the role's daemon step (C(other_snat.yml)) runs if it is in RV(steps), in the order of the
+      collection's daemon registry; with V(validate_only) too.
+    - Each with its C(name), whether it is managed (C(manage)), and the options of its module's C(edit) and, after its
+      restart, of its C(cleanup) (null when none).
+  returned: success
+  type: list
+  elements: dict
+  version_added: 1.2.0
 files:
   description: What the node run's files part did (P(ipmasq.agent.node_files#module)'s result); null when not run.
   returned: success

@@ -21,15 +21,13 @@ description:
     units; runs C(systemctl daemon-reload) when a path of O(daemon_reload_for) was written, so that systemd loads the
     changed service before the policy is applied; applies the policy (O(chain), as P(ipmasq.agent.masq_chain#module));
     looks at what the role's later steps need (whether C(iptables-restore) and C(nft) are installed, the state of the
-    units in O(units)); reads the settings of flannel, Docker and kubelet (O(daemons): the code of
-    P(ipmasq.agent.flannel_ip_masq#module), P(ipmasq.agent.docker_ip_masq#module) and
-    P(ipmasq.agent.kubelet_nonmasq#module), always in check mode: it only reads); and audits (O(audit), as
+    units in O(units)); reads the settings of the daemons of the collection's daemon registry (O(daemons): the code
+    of each daemon's module, always in check mode: it only reads); and audits (O(audit), as
     P(ipmasq.agent.snat_sources#module)), last."
   - Where O(daemons) finds that one of those modules would change something, that a daemon of O(daemons.required)
     is not installed, or that it could not read a daemon's settings (RV(daemons_needed)), the audit is not run; the
     role then runs the daemon modules themselves, and the audit after them. Otherwise the warnings those modules
-    would give (for example kubelet's O(ipmasq.agent.kubelet_nonmasq#module:mode=report) warning, or Docker's networks that still
-    masquerade) are this module's warnings.
+    would give (for example a daemon the role only reports on) are this module's warnings.
   - A part whose option is null is not run. A part that fails ends the run there; the parts run before it keep what
     they did, and the failure says which parts changed.
   - Where the tool the chosen backend needs (C(iptables-restore) for V(iptables), C(nft) for V(nftables), either
@@ -85,25 +83,21 @@ options:
     elements: str
     default: []
   daemons:
-    description: Which daemons' settings to read, or null to read none. Nothing is written, no rule is removed and
-      nothing is restarted, whatever the options say (check mode).
+    description:
+      - Which daemons' settings to read, or null to read none. Nothing is written, no rule is removed and nothing is
+        restarted, whatever the options say (check mode).
+      - A key per daemon of the collection's daemon registry (its name, as in the role's variable
+        C(ip_masq_<name>)), its value the options of that daemon's module; a daemon left out is not read.
+      - The key C(required) lists the daemons the role manages (V(manage)); one that is not installed is in
+        RV(daemons_needed). The key C(report) lists those the role only reports on (V(report)): never in
+        RV(daemons_needed), their warnings (and what they would change) are this module's.
     type: dict
-    suboptions:
-      flannel:
-        description: The options of P(ipmasq.agent.flannel_ip_masq#module), or null to leave flannel out.
-        type: dict
-      docker:
-        description: The options of P(ipmasq.agent.docker_ip_masq#module), or null to leave Docker out.
-        type: dict
-      kubelet:
-        description: The options of P(ipmasq.agent.kubelet_nonmasq#module), or null to leave kubelet out.
-        type: dict
-      required:
-        description: The daemons (V(flannel), V(docker)) the role manages (V(manage)); one that is not installed is
-          in RV(daemons_needed).
-        type: list
-        elements: str
-        default: []
+  daemon:
+    description:
+      - One daemon's module run, not only read (the role's daemon step), or null. Run alone, after the other parts.
+      - C(name) is the daemon's name in the registry, C(options) the options of its module.
+    type: dict
+    version_added: 1.2.0
   audit:
     description: The options of P(ipmasq.agent.snat_sources#module), or null to audit nothing. With
       C(on_offenders=fail) an offender fails the run after everything else was done.
@@ -166,8 +160,8 @@ units:
   type: dict
   sample: {"ip-masq-agent.timer": {"enabled": "enabled", "active": "active"}}
 daemons:
-  description: Per daemon of O(daemons) (keys C(flannel), C(docker), C(kubelet); each value as listed here) what
-    its module found, in check mode; null when O(daemons) is null.
+  description: Per daemon of O(daemons) (keys the daemons' names; each value as listed here) what its module found,
+    in check mode; null when O(daemons) is null.
   returned: always
   type: dict
   sample: {"docker": {"would_change": false, "installed": false, "error": null, "needed": false,
@@ -201,6 +195,13 @@ daemons_needed:
   returned: always
   type: list
   elements: str
+daemon:
+  description: The result of O(daemon), as the daemon's module returns it (without its C(warnings) and C(diff),
+    which are this module's), with the daemon's C(service) (the systemd unit restarted after an edit); null when not
+    run.
+  returned: always
+  type: dict
+  version_added: 1.2.0
 audit:
   description: The result of the audit, as P(ipmasq.agent.snat_sources#module) returns it; null when not run.
   returned: always
@@ -230,16 +231,6 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._snat_sources import 
 
 # The tools each backend choice needs (any one of them for auto).
 NEEDS = {'iptables': ('iptables-restore',), 'nftables': ('nft',), 'auto': ('iptables-restore', 'nft')}
-
-
-def daemons():
-    """The daemons part, in the role's order: each daemon's own module code (its sync function and options)."""
-    # pylint: disable=import-outside-toplevel
-    from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.docker import DOCKER_OPTIONS, docker_sync
-    from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.flannel import FLANNEL_OPTIONS, flannel_sync
-    from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.kubelet import KUBELET_OPTIONS, kubelet_sync
-    return (('flannel', FLANNEL_OPTIONS, flannel_sync), ('docker', DOCKER_OPTIONS, docker_sync),
-            ('kubelet', KUBELET_OPTIONS, kubelet_sync))
 
 
 def split_by_table(before, after):
@@ -320,17 +311,40 @@ def daemon_params(name, options, given):
     return checked.validated_parameters
 
 
+def daemon_names(params):
+    """The daemons ``daemons`` names: its keys but required and report, and those two lists."""
+    names = [n for n in params if n not in ('required', 'report')]
+    for key in ('required', 'report'):
+        given = params.get(key) or []
+        names += given if isinstance(given, list) else [given]
+    return names
+
+
+def registered(names, where):
+    """The registry's daemons (``_daemons/registry.py``), in its order; an
+    unknown name of ``names`` is an error, before anything is written."""
+    from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import registry  # pylint: disable=import-outside-toplevel
+    unknown = [n for n in names if n not in registry.names()]
+    if unknown:
+        raise MasqError('%s: %s is not a daemon of the registry (%s). Nothing was changed.'
+                        % (where, ', '.join(repr(n) for n in unknown), ', '.join(registry.names())), failed_part=where)
+    return registry.DAEMONS
+
+
 def daemons_part(params, run, find, module):
     """What each daemon's module would do, in check mode (it reads, writes
     nothing, removes no rule, restarts nothing): ``{name: {...}}``."""
     out = {}
     from ansible_collections.ipmasq.agent.plugins.module_utils._files.writer import Writer  # pylint: disable=import-outside-toplevel
-    for name, options, sync in daemons():
-        given = params.get(name)
+    required, report = params.get('required') or [], params.get('report') or []
+    for daemon in registered(daemon_names(params), 'daemons'):
+        given = params.get(daemon.name)
         if given is None:
             continue
+        name = daemon.name
         entry = {'would_change': False, 'installed': False, 'messages': [], 'warnings': [], 'error': None}
         try:
+            options, sync = daemon.editor()
             found = sync(daemon_params(name, options, given), run, find, Writer(module),
                          check_mode=True).module_result(check_mode=True)
         except MasqError as e:
@@ -341,9 +355,34 @@ def daemons_part(params, run, find, module):
         else:
             entry.update(would_change=bool(found['changed']), installed=bool(found['installed']),
                          messages=list(found['messages']), warnings=list(found['warnings']))
-        entry['needed'] = bool(entry['would_change'] or entry['error']
-                               or (name in (params.get('required') or []) and not entry['installed']))
+        if name in report:
+            # Only read: what it would change is a warning, never a step of the role.
+            if entry['error']:
+                entry['warnings'].append('%s: its settings could not be read: %s' % (name, entry['error']))
+            elif entry['would_change']:
+                entry['warnings'].append('%s would change (%s): %s' % (name, 'ip_masq_%s: report' % name,
+                                                                      ' '.join(entry['messages']) or 'see its module'))
+            entry['needed'] = False
+        else:
+            entry['needed'] = bool(entry['would_change'] or entry['error']
+                                   or (name in required and not entry['installed']))
         out[name] = entry
+    return out
+
+
+def daemon_part(given, check, run, find, module):
+    """One daemon's module run (the role's daemon step): ``given`` is
+    ``{name, options}``. Its result, with the daemon's systemd ``service``."""
+    from ansible_collections.ipmasq.agent.plugins.module_utils._files.writer import Writer  # pylint: disable=import-outside-toplevel
+    name = given.get('name')
+    if not isinstance(name, str):
+        raise MasqError('daemon.name: give the name of a daemon of the registry. Nothing was changed.',
+                        failed_part='daemon')
+    daemon = [d for d in registered([name], 'daemon') if d.name == name][0]
+    options, sync = daemon.editor()
+    params = daemon_params(name, options, given.get('options') or {})
+    out = sync(params, run, find, Writer(module), check_mode=check).module_result(check_mode=check)
+    out['service'] = daemon.service
     return out
 
 
@@ -367,7 +406,7 @@ def node_step(module, run, find):
     check, diff = module.check_mode, module._diff
     result = {'changed': False, 'files': None, 'resync_code': None, 'daemon_reloaded': False, 'chain': None,
               'packages_needed': False, 'tools': {}, 'units': {}, 'daemons': None, 'daemons_needed': [],
-              'audit': None, 'problems': [],
+              'daemon': None, 'audit': None, 'problems': [],
               'warnings': [], 'diff': []}
     done = []
 
@@ -384,6 +423,8 @@ def node_step(module, run, find):
 
     # Every option is typed and checked before anything is written.
     chain = chain_params(p['chain'], p['allow_catch_all']) if p['chain'] is not None else None
+    if p['daemons'] is not None:
+        registered(daemon_names(p['daemons']), 'daemons')
     audit = audit_params(p['audit']) if p['audit'] is not None else None
     if p['files'] is not None:
         from ansible_collections.ipmasq.agent.plugins.module_utils._files import node_files  # pylint: disable=import-outside-toplevel
@@ -425,10 +466,17 @@ def node_step(module, run, find):
     if p['daemons'] is not None:
         result['daemons'] = daemons_part(p['daemons'], run, find, module)
         result['daemons_needed'] = [name for name, found in result['daemons'].items() if found['needed']]
-        if not result['daemons_needed']:
-            # The role runs none of the daemon modules: their warnings are ours.
-            for found in result['daemons'].values():
+        report = p['daemons'].get('report') or []
+        for name, found in result['daemons'].items():
+            # Where the role runs none of the daemon modules, their warnings are
+            # ours; so are always those of a daemon it only reports on.
+            if not result['daemons_needed'] or name in report:
                 result['warnings'].extend(found['warnings'])
+    if p['daemon'] is not None:
+        ran = part('daemon', lambda: daemon_part(p['daemon'], check, run, find, module))
+        result['diff'].extend(ran.pop('diff', None) or [])
+        result['daemon'] = ran
+        done.append('daemon')
     if p['audit'] is not None and not result['packages_needed'] and not result['daemons_needed']:
         # pylint: disable=import-outside-toplevel
         from ansible_collections.ipmasq.agent.plugins.module_utils._audit.report import offender_lines
@@ -456,12 +504,8 @@ def main():
             chain=dict(type='dict'),
             allow_catch_all=dict(type='bool', default=False),
             units=dict(type='list', elements='str', default=[]),
-            daemons=dict(type='dict', options=dict(
-                flannel=dict(type='dict'),
-                docker=dict(type='dict'),
-                kubelet=dict(type='dict'),
-                required=dict(type='list', elements='str', default=[]),
-            )),
+            daemons=dict(type='dict'),
+            daemon=dict(type='dict'),
             audit=dict(type='dict'),
         ),
         supports_check_mode=True,

@@ -13,7 +13,7 @@ Standard library only: this file runs on managed nodes.
 
 import re
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._audit.owners import OWNERS
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit import owners
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 
 ALLOW_KEYS = ('owner', 'chain', 'table', 'regex', 'reason')
@@ -62,7 +62,7 @@ def parse_allow(entries):
             text = entry.strip()
             if not text:
                 errors.append('allow[%d] is empty' % index)
-            elif text.lower() in OWNERS:
+            elif text.lower() in owners.OWNERS:
                 parsed.append(AllowEntry(index, owner=text.lower()))
             else:
                 parsed.append(AllowEntry(index, chain=text))
@@ -91,8 +91,8 @@ def parse_allow(entries):
             continue
         if 'owner' in values:
             values['owner'] = values['owner'].strip().lower()
-            if values['owner'] not in OWNERS:
-                errors.append('allow[%d].owner %r is not one of %s' % (index, entry['owner'], ', '.join(OWNERS)))
+            if values['owner'] not in owners.OWNERS:
+                errors.append('allow[%d].owner %r is not one of %s' % (index, entry['owner'], ', '.join(owners.OWNERS)))
                 continue
         if 'regex' in values:
             try:

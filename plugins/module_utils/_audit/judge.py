@@ -14,7 +14,7 @@ Standard library only: this file runs on managed nodes.
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.allow import parse_allow
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.iptables import audit_iptables
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.nftables import NFT_FAMILIES, audit_nft_table, has_nat
-from ansible_collections.ipmasq.agent.plugins.module_utils._audit.owners import HINTS, SERVICE_OWNERS
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit import owners
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.report import make_result
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import parse_save
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import DEFAULT_CHAIN, validate_chain_name
@@ -30,7 +30,7 @@ def judge(sources, allow):
             by = 'host: matches only packets with a local source address'
         elif src['scope'] == 'hairpin':
             by = 'hairpin: a connection back to its own source'
-        elif src['scope'] == 'service' and src['owner'] in SERVICE_OWNERS:
+        elif src['scope'] == 'service' and src['owner'] in owners.SERVICE_OWNERS:
             by = '%s service or port-forward traffic (packet mark or DNAT state)' % src['owner']
         else:
             for entry in allow:
@@ -40,7 +40,7 @@ def judge(sources, allow):
         src['allowed'] = by is not None
         src['allowed_by'] = by
         if by is None:
-            src['hint'] = HINTS[src['owner']] % {'chain': src['chain']}
+            src['hint'] = owners.HINTS[src['owner']] % {'chain': src['chain']}
     return sources
 
 

@@ -8,12 +8,12 @@
 them apart (chain, table, comment, interface, default subnet) and what to do
 about each.
 
-Our daemons' owners come from their own descriptor files
-(``_daemons/docker_owner.py``, ``_daemons/flannel_owner.py``: ``AUDIT``),
-whose names the clean-up that removes their rules reads too; the others
-(ours, kube-proxy, the CNI plugins, netavark, libvirt) are described here.
-A new daemon adds its ``AUDIT`` to :data:`CATALOGUE` and its name to
-:data:`OWNERS`.
+The registered daemons' owners come from the daemon registry
+(``_daemons/registry.py``: each descriptor's ``owner``), whose names the
+clean-up that removes their rules reads too; the others (ours, kube-proxy,
+the CNI plugins, netavark, libvirt) are described here.  ``CATALOGUE``,
+``OWNERS``, ``HINTS`` and ``SERVICE_OWNERS`` are derived from the registry
+as it is when they are read (a test may register a daemon).
 
 Standard library only: this file runs on managed nodes.
 """
@@ -23,7 +23,7 @@ import re
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.conds import net
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import OUR_COMMENT_PREFIX
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import docker_owner, flannel_owner
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import registry
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.owner import Owner
 
 OURS = Owner(
@@ -75,31 +75,64 @@ LIBVIRT = Owner(
           '(virsh net-edit), or allow owner libvirt'),
 )
 
-# Every owner; a table name is tried against them in this order (the first
-# fragment found wins: a table named "docker-cni" is Docker's).  The other
-# clues of two owners never match the same name.
-CATALOGUE = (docker_owner.AUDIT, flannel_owner.AUDIT, NETAVARK, KUBE_PROXY, LIBVIRT, CNI, OURS)
 UNKNOWN = 'unknown'
-# The owner names, as ``allow`` and the reports use them.
-OWNERS = ('ip-masq-agent', 'docker', 'flannel', 'kube-proxy', 'cni', 'netavark', 'libvirt', UNKNOWN)
-# Owners whose mark- or DNAT-gated masquerade only rewrites service or
-# port-forwarded connections (kube-proxy's 0x4000, CNI portmap's and
-# netavark's 0x2000 hostport marks).
-SERVICE_OWNERS = frozenset(o.name for o in CATALOGUE if o.service)
-HINTS = dict((o.name, o.hint) for o in CATALOGUE)
-HINTS[UNKNOWN] = ('find the tool that writes this rule and switch its masquerading off, or allow it '
-                  '(allow: [{chain: %(chain)s}] or a regex on the rule)')
+UNKNOWN_HINT = ('find the tool that writes this rule and switch its masquerading off, or allow it '
+                '(allow: [{chain: %(chain)s}] or a regex on the rule)')
+# The owners that are not registered daemons, as the reports list them after
+# ours and the daemons' (by name); and in the order a table name is tried
+# against them, after the daemons'.
+OTHERS = (KUBE_PROXY, CNI, NETAVARK, LIBVIRT)
+_TRIED = (NETAVARK, KUBE_PROXY, LIBVIRT, CNI, OURS)
 
-_IFACES = tuple((re.compile(p), o.name) for o in CATALOGUE for p in o.ifaces)
-_COMMENT_PATTERNS = tuple((re.compile(p), o.name) for o in CATALOGUE for p in o.comment_patterns)
-_SUBNETS = tuple((ipaddress.ip_network(s), o.name) for o in CATALOGUE for s in o.subnets)
+
+class _Catalogue:
+    """What the audit derives from the registered daemons' owners."""
+
+    def __init__(self, daemons):
+        self.daemons = daemons
+        mine = sorted((d.owner for d in daemons if d.owner is not None), key=lambda o: o.name)
+        # Every owner; a table name is tried against them in this order (the
+        # first fragment found wins: a table named "docker-cni" is Docker's).
+        # The other clues of two owners never match the same name.
+        self.catalogue = tuple(mine) + _TRIED
+        # The owner names, as ``allow`` and the reports use them.
+        self.owners = (OURS.name,) + tuple(o.name for o in mine) + tuple(o.name for o in OTHERS) + (UNKNOWN,)
+        # Owners whose mark- or DNAT-gated masquerade only rewrites service or
+        # port-forwarded connections (kube-proxy's 0x4000, CNI portmap's and
+        # netavark's 0x2000 hostport marks).
+        self.service_owners = frozenset(o.name for o in self.catalogue if o.service)
+        self.hints = dict((o.name, o.hint) for o in self.catalogue)
+        self.hints[UNKNOWN] = UNKNOWN_HINT
+        self.ifaces = tuple((re.compile(p), o.name) for o in self.catalogue for p in o.ifaces)
+        self.comment_patterns = tuple((re.compile(p), o.name) for o in self.catalogue for p in o.comment_patterns)
+        self.subnets = tuple((ipaddress.ip_network(s), o.name) for o in self.catalogue for s in o.subnets)
+
+
+_CACHE = []
+
+
+def _current():
+    """The catalogue of the registry as it is now (built once per registry)."""
+    if not _CACHE or _CACHE[0].daemons is not registry.DAEMONS:
+        _CACHE[:] = [_Catalogue(registry.DAEMONS)]
+    return _CACHE[0]
+
+
+_DERIVED = {'CATALOGUE': 'catalogue', 'OWNERS': 'owners', 'SERVICE_OWNERS': 'service_owners', 'HINTS': 'hints'}
+
+
+def __getattr__(name):
+    """``CATALOGUE``, ``OWNERS``, ``SERVICE_OWNERS``, ``HINTS``: derived from the registry as it is now."""
+    if name in _DERIVED:
+        return getattr(_current(), _DERIVED[name])
+    raise AttributeError('module %r has no attribute %r' % (__name__, name))
 
 
 def _from_chain(name, our_chain):
     if name == our_chain:
         return OURS.name
     upper = name.upper()
-    for owner in CATALOGUE:
+    for owner in _current().catalogue:
         if upper.startswith(owner.chains):
             return owner.name
     return None
@@ -109,13 +142,14 @@ def _from_comment(comment):
     """Prefixes first, then words, then patterns."""
     c = comment.strip()
     low = c.lower()
-    for owner in CATALOGUE:
+    known = _current()
+    for owner in known.catalogue:
         if owner.comments and low.startswith(owner.comments):
             return owner.name
-    for owner in CATALOGUE:
+    for owner in known.catalogue:
         if any(word in low for word in owner.comment_words):
             return owner.name
-    for pattern, name in _COMMENT_PATTERNS:
+    for pattern, name in known.comment_patterns:
         if pattern.search(c):
             return name
     return None
@@ -123,7 +157,7 @@ def _from_comment(comment):
 
 def _from_iface(iface):
     name = iface.rstrip('+')
-    for pattern, owner in _IFACES:
+    for pattern, owner in _current().ifaces:
         if pattern.match(name):
             return owner
     return None
@@ -134,7 +168,7 @@ def attribute(path, cond, our_chain, nft_table=None):
     first), comments, interfaces, and well-known default subnets."""
     if nft_table is not None:
         low = nft_table.lower()
-        for owner in CATALOGUE:
+        for owner in _current().catalogue:
             if any(fragment in low for fragment in owner.tables):
                 return owner.name
     for name in reversed(path):
@@ -151,7 +185,7 @@ def attribute(path, cond, our_chain, nft_table=None):
             return owner
     for neg, text in cond.sources:
         network = net(text)
-        for subnet, owner in _SUBNETS:
+        for subnet, owner in _current().subnets:
             if not neg and network is not None and network.version == 4 and network.subnet_of(subnet):
                 return owner
     return UNKNOWN

@@ -1,0 +1,205 @@
+"""The daemon registry (plugins/module_utils/_daemons/registry.py) is the one
+home of what the collection knows about daemons: the role's YAML and the
+docs' table are generated from it (scripts/gen_daemons.py), the action, the
+node run and the audit derive names, variables, tags, steps and owners
+from it, a daemon registered by a test (tests/lab/ipmasq_lab/daemon_probe.py)
+reaches all of them, and no other code names a daemon."""
+import ast
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from ansible_collections.ipmasq.agent.plugins.action import ip_masq as action
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit import allow, owners
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import base, registry
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.daemon import MODES
+from ipmasq_lab import daemon_probe
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+COLLECTIONS = os.path.join(ROOT, 'build', 'collections')
+BUILT_IN = ('flannel', 'docker', 'kubelet')
+
+
+def test_the_generated_yaml_and_docs_are_the_registry_s():
+    """defaults/main.yml, meta/argument_specs.yml and the docs' table: run scripts/gen_daemons.py when this fails."""
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, 'scripts', 'gen_daemons.py'), '--check'],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_role_declares_each_daemon_variable_as_the_registry_does():
+    with open(os.path.join(ROOT, 'roles', 'ip_masq', 'meta', 'argument_specs.yml')) as handle:
+        spec = yaml.safe_load(handle)['argument_specs']['ip_masq']['options']
+    with open(os.path.join(ROOT, 'roles', 'ip_masq', 'defaults', 'main.yml')) as handle:
+        defaults = yaml.safe_load(handle)
+    for daemon in registry.DAEMONS:
+        entry = spec[daemon.variable]
+        assert entry['choices'][:len(MODES)] == list(MODES) and entry['default'] == defaults[daemon.variable]
+        assert defaults[daemon.variable] == daemon.default
+        for name, (_option, declared) in daemon.variables.items():
+            assert spec[name]['default'] == declared['default'] == defaults[name]
+    named = set(name for name in spec if name.startswith('ip_masq_') and name[len('ip_masq_'):] in BUILT_IN)
+    assert named == set(d.variable for d in registry.DAEMONS)
+
+
+def test_each_daemon_s_options_are_its_editor_s():
+    assert registry.names() == list(BUILT_IN)   # flannel before Docker: its restart rewrites Docker's options
+    for daemon in registry.DAEMONS:
+        options, sync = daemon.editor()
+        spec = base.argument_spec(**options)
+        given = [daemon.read, daemon.edit, daemon.cleanup or {}, daemon.report or {}]
+        given += [{option: None} for option, _spec in daemon.variables.values()]
+        assert callable(sync) and all(set(g) <= set(spec) for g in given), daemon.name
+        assert daemon.service.endswith('.service') and daemon.module
+        assert os.path.exists(os.path.join(ROOT, 'plugins', 'modules', daemon.module + '.py'))
+
+
+def test_the_descriptors_are_read_without_the_editors():
+    """The audit and the controller import every descriptor, never the editors' code."""
+    code = ('import sys; sys.path.insert(0, %r); '
+            'from ansible_collections.ipmasq.agent.plugins.module_utils._audit import owners; owners.OWNERS; '
+            'print(sorted(m for m in sys.modules if "._daemons." in m))' % COLLECTIONS)
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True).stdout
+    loaded = set(name.rsplit('.', 1)[1] for name in ast.literal_eval(out.strip()))
+    assert loaded == {'daemon', 'owner', 'registry'} | set('%s_daemon' % name for name in BUILT_IN), loaded
+
+
+@pytest.fixture
+def probe(monkeypatch):
+    """The test daemon, registered as a daemon file and its registry line would."""
+    monkeypatch.setattr(registry, 'DAEMONS', registry.DAEMONS + (daemon_probe.DAEMON,))
+    return daemon_probe.DAEMON
+
+
+def test_a_registered_daemon_reaches_the_audit_s_owners(probe):
+    assert 'probe' in owners.OWNERS and owners.OWNERS[-1] == 'unknown'
+    assert owners.HINTS['probe'] == probe.owner.hint
+    allow.parse_allow([{'owner': 'probe'}])
+    cond = type('Cond', (), {'comments': [], 'ifaces': [], 'sources': []})()
+    assert owners.attribute(['POSTROUTING', daemon_probe.PROBE_CHAIN], cond, 'IP-MASQ-AGENT') == 'probe'
+
+
+def test_without_it_the_audit_does_not_know_it():
+    assert 'probe' not in owners.OWNERS
+    with pytest.raises(MasqError) as e:
+        allow.parse_allow([{'owner': 'probe'}])
+    assert "allow[0].owner 'probe' is not one of ip-masq-agent, docker, flannel, kube-proxy" in e.value.msg
+
+
+def test_a_registered_daemon_reaches_the_action(probe):
+    values = dict((d.variable, d.default) for d in registry.DAEMONS)
+    values.update(ip_masq_docker_daemon_json='/etc/docker/daemon.json', ip_masq_probe='manage')
+    modes, deprecations = action.daemon_modes(values)
+    assert [(d.name, mode) for d, mode in modes] == [('flannel', 'auto'), ('docker', 'auto'), ('kubelet', 'report'),
+                                                     ('probe', 'manage')]
+    assert deprecations == []
+    assert 'ip_masq_probe' in action.step_tags('other_snat') and 'ip_masq_probe' in action.step_tags('absent')
+    step = action.daemon_step(probe, 'manage', 'present', '/b', values)
+    assert step == {'name': 'probe', 'manage': True, 'edit': {'state': 'present', 'backup_dir': '/b'},
+                    'cleanup': {'state': 'present', 'backup_dir': '/b', 'remove_stale_rules': True}}
+    assert action.daemon_step(probe, 'auto', 'absent', '/b', values)['cleanup'] is None
+
+
+def test_kubelet_s_set_is_auto_with_a_deprecation():
+    values = dict((d.variable, d.default) for d in registry.DAEMONS)
+    values.update(ip_masq_docker_daemon_json='/etc/docker/daemon.json', ip_masq_kubelet='set')
+    modes, deprecations = action.daemon_modes(values)
+    assert dict((d.name, mode) for d, mode in modes)['kubelet'] == 'auto'
+    assert deprecations == ['ip_masq_kubelet: set is deprecated, use auto (the same).']
+    kubelet = registry.daemon('kubelet')
+    assert action.daemon_step(kubelet, 'report', 'absent', '/b', values)['edit']['mode'] == 'report'
+    assert 'mode' not in action.daemon_step(kubelet, 'auto', 'present', '/b', values)['edit']
+
+
+# Where no daemon may be named: the code that derives from the registry.
+GENERIC = [
+    'plugins/action/ip_masq.py',
+    'plugins/modules/ip_masq_node.py',
+    'plugins/plugin_utils',
+    'plugins/module_utils/_audit',
+    'plugins/module_utils/_daemons/base.py',
+    'plugins/module_utils/_daemons/daemon.py',
+    'plugins/module_utils/_daemons/registry.py',
+    'plugins/module_utils/_msg.py',
+]
+ROLE_FILES = ['roles/ip_masq/tasks', 'roles/ip_masq/handlers', 'roles/ip_masq/vars']
+
+
+def python_files(paths):
+    for path in paths:
+        full = os.path.join(ROOT, path)
+        if os.path.isdir(full):
+            for name in sorted(os.listdir(full)):
+                if name.endswith('.py'):
+                    yield os.path.join(path, name)
+        else:
+            yield path
+
+
+def code_words(tree):
+    """Identifiers and string constants, without docstrings and the module documentation (DOCUMENTATION, ...)."""
+    skip = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                skip.add(id(first.value))
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id.isupper() and t.id in (
+                'DOCUMENTATION', 'EXAMPLES', 'RETURN') for t in node.targets):
+            skip.add(id(node.value))
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == 'DAEMONS' for t in node.targets):
+            skip.update(id(n) for n in ast.walk(node.value))     # the registry line
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.endswith('._daemons'):
+            skip.update(id(alias) for alias in node.names)      # the registry's imports of the descriptors
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            yield node.lineno, node.value
+        elif isinstance(node, ast.Name):
+            yield node.lineno, node.id
+        elif isinstance(node, ast.Attribute):
+            yield node.lineno, node.attr
+        elif isinstance(node, ast.alias):
+            yield getattr(node, 'lineno', 0), node.name
+
+
+def yaml_words(data):
+    if isinstance(data, dict):
+        for key, value in data.items():
+            yield str(key)
+            yield from yaml_words(value)
+    elif isinstance(data, list):
+        for item in data:
+            yield from yaml_words(item)
+    elif isinstance(data, str):
+        yield data
+
+
+def test_no_code_but_a_daemon_s_own_files_and_its_registry_line_names_it():
+    found = []
+    for path in python_files(GENERIC):
+        with open(os.path.join(ROOT, path)) as handle:
+            tree = ast.parse(handle.read())
+        for line, word in code_words(tree):
+            if any(name in word.lower() for name in BUILT_IN):
+                found.append('%s:%s: %r' % (path, line, word))
+    for folder in ROLE_FILES:
+        for name in sorted(os.listdir(os.path.join(ROOT, folder))):
+            with open(os.path.join(ROOT, folder, name)) as handle:
+                data = yaml.safe_load(handle)
+            found += ['%s/%s: %r' % (folder, name, word) for word in yaml_words(data)
+                      if any(n in word.lower() for n in BUILT_IN)]
+    assert found == []
+
+
+def test_the_audit_s_documentation_names_every_owner():
+    """snat_sources documents each owner and its clues (by hand): a daemon whose owner it lacks fails here."""
+    from ansible_collections.ipmasq.agent.plugins.modules import snat_sources
+    doc = yaml.safe_load(snat_sources.DOCUMENTATION)
+    text = ' '.join(doc['description'])
+    assert [name for name in owners.OWNERS if 'V(%s)' % name not in text] == []
