@@ -165,12 +165,12 @@ messages:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import work
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni import CNI_OPTIONS, cni_sync
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni import MODULE_SPEC, cni_sync
 from ansible_collections.ipmasq.agent.plugins.module_utils._module import run_module
 
 
 def main():
-    module = AnsibleModule(argument_spec=CNI_OPTIONS, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=MODULE_SPEC, supports_check_mode=True)
     run_module(module, work(cni_sync))
 
 

@@ -8,7 +8,7 @@
 networks): ``"ipMasq": true`` of the bridge and ptp plugins set to false in
 the network files (``*.conf``, ``*.conflist``, ``*.json`` of
 ``/etc/cni/net.d``), and the masquerade rules the plugins already wrote for
-the running containers of those networks removed (names: ``cni_owner.py``).
+the running containers of those networks removed (names: ``cni_daemon.py``).
 
 The files are edited as text: only the ``true`` of each ``ipMasq`` of a
 bridge or ptp plugin becomes ``false``, every other byte stays.  Keys are
@@ -43,15 +43,16 @@ import re
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import render_rule
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups import DEFAULT_BACKUP_DIR, Backups
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups import Backups
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import (
+    COMMON_SPEC,
     Result,
     remove_nat_rules,
     remove_nft_rules,
     restore,
     rule_handle,
 )
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni_owner import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni_daemon import (
     CNI_CONF_DIR,
     CONF_SUFFIXES,
     MASQ_KEY,
@@ -67,16 +68,14 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import
 
 DAEMON = 'cni'
 
-# The module's whole argument spec: the daemon modules' backup options (no
-# unit: the plugins are run by the container runtime) and its own.
+# The editor's own options (its argument spec beside base.COMMON_SPEC, as the
+# daemon registry has it); the module cni_ip_masq takes those of COMMON_SPEC
+# that concern it (no unit: the container runtime runs the plugins).
 CNI_OPTIONS = dict(
-    state=dict(type='str', choices=['present', 'absent'], default='present'),
     conf_dirs=dict(type='list', elements='path', default=[CNI_CONF_DIR]),
     remove_stale_rules=dict(type='bool', default=True),
-    backup_dir=dict(type='path', default=DEFAULT_BACKUP_DIR),
-    backup=dict(type='bool', default=True),
-    root=dict(type='path', default='/'),
 )
+MODULE_SPEC = dict(dict((k, dict(COMMON_SPEC[k])) for k in ('state', 'backup_dir', 'backup', 'root')), **CNI_OPTIONS)
 
 _WS = re.compile(r'[ \t\n\r]*')
 _DECODER = json.JSONDecoder()

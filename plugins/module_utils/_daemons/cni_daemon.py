@@ -4,10 +4,16 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 #
 # NOTE: private to the ipmasq.agent collection; not a public API.
-"""The CNI plugins (github.com/containernetworking/plugins) as writers of
-nat rules: the names and comments the bridge and ptp plugins give the rules
-of ``"ipMasq": true``, which the clean-up (``cni.py``) selects by.  A file
-of its own so that a reader of these facts does not import the editing.
+"""The CNI networks (the bridge and ptp plugins of
+github.com/containernetworking/plugins, in containerd's, CRI-O's and
+nerdctl's network files), as the registry (``registry.py``) knows them:
+:data:`DAEMON`.  The names and comments the plugins give the rules of
+``"ipMasq": true``, which the editor (``cni.py``) selects by.  The editor is
+imported only when a run needs it.
+
+No owner of its own: the SNAT audit's owner ``cni`` (``_audit/owners.py``)
+tells the rules of every CNI plugin (portmap's, the networks of other
+directories), not only those of the networks this daemon edits.
 
 What the plugins write, per container (``pkg/ip/ipmasq_linux.go``; seen
 with Debian 12's containernetworking-plugins 1.1.1, IPv4 and IPv6):
@@ -31,6 +37,8 @@ Standard library only: this file runs on managed nodes.
 
 import hashlib
 import re
+
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.daemon import Daemon
 
 CNI_CONF_DIR = '/etc/cni/net.d'
 # The file names libcni loads a network from (libcni.ConfFiles).
@@ -67,3 +75,30 @@ def comment_of(comment):
 def nft_comment_prefix(network):
     """How the comment of every nftables masquerade rule of ``network`` starts."""
     return _sha512(network)[:NFT_HASH_DIGITS] + '-'
+
+
+def editor():
+    """The CNI networks' editor: ``(options, sync)``."""
+    from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni import CNI_OPTIONS, cni_sync  # pylint: disable=import-outside-toplevel
+    return CNI_OPTIONS, cni_sync
+
+
+DAEMON = Daemon(
+    'cni',
+    editor=editor,
+    service=None,           # the plugins read the network files on every ADD and DEL: nothing restarts
+    module='cni_ip_masq',
+    description=('V(auto) sets C("ipMasq": false) in the bridge and ptp plugins of the CNI networks in '
+                 'O(ip_masq_cni_conf_dirs) and removes the masquerade rules of their running containers; V(manage) the '
+                 'same, and fails where none of those directories exists; V(report) only reports what it would '
+                 'change; V(skip) leaves the CNI networks alone.'),
+    doc=('``"ipMasq": true`` of the bridge and ptp plugins in the CNI network files (containerd\'s, CRI-O\'s, '
+         'nerdctl\'s ``%s``), and at once the masquerade rules of their running containers (the jumps to their '
+         '``%s<hash>`` chains, or their rules in ``%s %s``); no restart' % (CNI_CONF_DIR, CHAIN_PREFIX,
+                                                                        NFT_TABLE[0], NFT_TABLE[1])),
+    variables={'ip_masq_cni_conf_dirs': ('conf_dirs', dict(
+        description='The directories of the CNI network files (the container runtime\'s CNI C(conf_dir)).',
+        type='list', elements='path', default=[CNI_CONF_DIR]))},
+    read={'remove_stale_rules': True},
+    edit={'remove_stale_rules': True},
+)
