@@ -311,3 +311,41 @@ def test_nftables_flavour_rules_removed_on_packets(tree, conf_dir):
         left = topo.node.exec(['nft', 'list', 'table', 'inet', 'cni_plugins_masquerade']).stdout
         assert 'net: othernet' in left and 'goto masq_checks' in left and 'net: imqnet' not in left
         assert topo.probe(names) == {'external': NODE_EXT4, 'cluster-local': POD4}
+
+
+ROLE_PLAYBOOK = os.path.join(HERE, 'playbooks', 'role_sandbox.yml')
+
+
+def role(topo, values, state='present'):
+    rc, tasks = netlab.playbook(topo.node, ROLE_PLAYBOOK, extra_vars=dict(values, ip_masq_state=state),
+                                backend=topo.backend)
+    failed = [(name, res.get('msg')) for name, res in tasks if res.get('failed')]
+    assert rc == 0 and not failed, failed
+    return [name for name, res in tasks if res.get('changed')]
+
+
+def test_the_role_switches_the_network_off_and_its_audit_passes(tree, conf_dir):
+    """The whole role (ip_masq_cni: auto, its default) on the node of a
+    running CNI pod: before, the CNI rule SNATs the pod; after, only ours
+    decides, the audit (on_offenders fail) passes, a second run changes
+    nothing, and absent puts the network file back."""
+    values = netlab.role_node_paths(tree.path('/node'))
+    values.update(ip_masq_cni_conf_dirs=[conf_dir], ip_masq_install_packages=False, ip_masq_resync_systemctl=False,
+                  ip_masq_docker='skip', ip_masq_flannel='skip', ip_masq_kubelet='skip', ip_masq_audit='fail')
+    with CniTopology.with_tools('nft', ipv6=True) as topo:
+        net = cni.Network(topo.node, conf_dir, NET, backend=topo.backend)
+        try:
+            original = open(net.path).read()
+            net.add(topo.pod, 'c1')
+            assert topo.probe(RECEIVERS) == CNI_SNAT
+            changed = role(topo, values)
+            assert any('daemon' in name.lower() for name in changed), changed
+            assert cni_masq(topo, 4) == [] and cni_masq(topo, 6) == []
+            assert open(net.path).read() == original.replace('"ipMasq": true', '"ipMasq": false')
+            assert topo.probe(RECEIVERS) == OURS
+            assert role(topo, values) == []
+            role(topo, values, state='absent')
+            assert open(net.path).read() == original
+            net.delete(topo.pod, 'c1')
+        finally:
+            net.remove()

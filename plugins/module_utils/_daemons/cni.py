@@ -287,6 +287,7 @@ def cni_sync(params, run, find, writer, check_mode=False):
 
     if p['state'] == 'absent':
         restore(files, backups, result, check_mode, writer, p['backup'])
+        result['restart_required'] = False      # the plugins read the files on every ADD and DEL
         if result['edited']:
             result.msg('New containers of the restored networks are masqueraded by their plugins again; running '
                        'ones get their rules back when they are re-created.')
