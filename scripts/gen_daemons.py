@@ -11,6 +11,7 @@ differs; then run docs too (scripts/gen_variables_doc.py).
 """
 import os
 import sys
+import textwrap
 
 import yaml
 
@@ -51,10 +52,15 @@ def spec_lines(indent='      '):
     for name, spec in variables():
         lines.append('%s%s:' % (indent, name))
         for key in ('description', 'type', 'elements', 'choices', 'default'):
-            if key in spec:
-                value = spec[key]
-                text = '[%s]' % ', '.join(value) if key == 'choices' else scalar(value)
-                lines.append('%s  %s: %s' % (indent, key, text))
+            if key not in spec:
+                continue
+            value = spec[key]
+            if key == 'description' and len(scalar(value)) > 100:
+                lines.append('%s  %s: >-' % (indent, key))
+                lines += ['%s    %s' % (indent, row) for row in textwrap.wrap(value, 108)]
+                continue
+            text = '[%s]' % ', '.join(value) if key == 'choices' else scalar(value)
+            lines.append('%s  %s: %s' % (indent, key, text))
     return lines
 
 
@@ -81,8 +87,8 @@ def replaced(text, lines, comment, path):
     starts = [i for i, row in enumerate(rows) if row.strip() == comment + BEGIN]
     ends = [i for i, row in enumerate(rows) if row.strip() == comment + END]
     if len(starts) != 1 or len(ends) != 1 or ends[0] < starts[0]:
-        raise SystemExit('%s: expected one "%s%s" line and one "%s%s" line after it' % (path, comment, BEGIN,
-                                                                                       comment, END))
+        raise SystemExit('%s: expected one "%s%s" line and one "%s%s" line after it'
+                         % (path, comment, BEGIN, comment, END))
     return '\n'.join(rows[:starts[0] + 1] + lines + rows[ends[0]:])
 
 

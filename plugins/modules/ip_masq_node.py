@@ -24,7 +24,7 @@ description:
     units in O(units)); reads the settings of the daemons of the collection's daemon registry (O(daemons): the code
     of each daemon's module, always in check mode: it only reads); and audits (O(audit), as
     P(ipmasq.agent.snat_sources#module)), last."
-  - Where O(daemons) finds that one of those modules would change something, that a daemon of O(daemons.required)
+  - Where O(daemons) finds that one of those modules would change something, that a daemon of its C(required) list
     is not installed, or that it could not read a daemon's settings (RV(daemons_needed)), the audit is not run; the
     role then runs the daemon modules themselves, and the audit after them. Otherwise the warnings those modules
     would give (for example a daemon the role only reports on) are this module's warnings.
@@ -89,8 +89,8 @@ options:
       - A key per daemon of the collection's daemon registry (its name, as in the role's variable
         C(ip_masq_<name>)), its value the options of that daemon's module; a daemon left out is not read.
       - The key C(required) lists the daemons the role manages (V(manage)); one that is not installed is in
-        RV(daemons_needed). The key C(report) lists those the role only reports on (V(report)): never in
-        RV(daemons_needed), their warnings (and what they would change) are this module's.
+        RV(daemons_needed). The key C(report) lists those the role only reports on (V(report)), never in
+        RV(daemons_needed); their warnings (and what they would change) are this module's.
     type: dict
   daemon:
     description:
@@ -360,8 +360,8 @@ def daemons_part(params, run, find, module):
             if entry['error']:
                 entry['warnings'].append('%s: its settings could not be read: %s' % (name, entry['error']))
             elif entry['would_change']:
-                entry['warnings'].append('%s would change (%s): %s' % (name, 'ip_masq_%s: report' % name,
-                                                                      ' '.join(entry['messages']) or 'see its module'))
+                said = ' '.join(entry['messages']) or 'see its module'
+                entry['warnings'].append('%s would change (ip_masq_%s: report): %s' % (name, name, said))
             entry['needed'] = False
         else:
             entry['needed'] = bool(entry['would_change'] or entry['error']

@@ -42,7 +42,7 @@ class Daemon:
     the editor option the variable gives, and its argument spec entry (type,
     default, description) as ``meta/argument_specs.yml`` has it.
     ``read``: the editor options of the node run's check-mode read (which
-    also looks for stale rules). ``edit``: those of the editing pass. 
+    also looks for stale rules). ``edit``: those of the editing pass.
     ``cleanup``: those of the pass after the restart (removing the rules the
     daemon left behind; state=present only), or None.
     ``report``: the editor options of ``ip_masq_<name>: report``, or None
