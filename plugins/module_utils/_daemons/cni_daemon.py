@@ -94,8 +94,8 @@ DAEMON = Daemon(
                  'change; V(skip) leaves the CNI networks alone.'),
     doc=('``"ipMasq": true`` of the bridge and ptp plugins in the CNI network files (containerd\'s, CRI-O\'s, '
          'nerdctl\'s ``%s``), and at once the masquerade rules of their running containers (the jumps to their '
-         '``%s<hash>`` chains, or their rules in ``%s %s``); no restart' % (CNI_CONF_DIR, CHAIN_PREFIX,
-                                                                        NFT_TABLE[0], NFT_TABLE[1])),
+         '``%s<hash>`` chains, or their rules in ``%s %s``); no restart'
+         % (CNI_CONF_DIR, CHAIN_PREFIX, NFT_TABLE[0], NFT_TABLE[1])),
     variables={'ip_masq_cni_conf_dirs': ('conf_dirs', dict(
         description='The directories of the CNI network files (the container runtime\'s CNI C(conf_dir)).',
         type='list', elements='path', default=[CNI_CONF_DIR]))},
