@@ -3,7 +3,7 @@ the daemon registry (plugins/module_utils/_daemons/registry.py): each
 daemon's variables in roles/ip_masq/defaults/main.yml and
 roles/ip_masq/meta/argument_specs.yml, and the table of daemons in
 docs/docsite/rst/docker_flannel.rst, each between its BEGIN and END marker
-lines. tests/unit/test_daemon_registry.py fails when a committed file
+lines. tests/unit/test_daemons_derived.py fails when a committed file
 differs; then run docs too (scripts/gen_variables_doc.py).
 
     .venv/bin/python scripts/gen_daemons.py            # rewrite the three files

@@ -21,7 +21,8 @@ from ipmasq_lab import daemon_probe
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 COLLECTIONS = os.path.join(ROOT, 'build', 'collections')
-BUILT_IN = ('flannel', 'docker', 'kubelet', 'cni')
+# The registered daemons' names, in the registry's order.
+BUILT_IN = tuple(registry.names())
 
 
 def test_the_generated_yaml_and_docs_are_the_registry_s():
@@ -47,7 +48,9 @@ def test_the_role_declares_each_daemon_variable_as_the_registry_does():
 
 
 def test_each_daemon_s_options_are_its_editor_s():
-    assert registry.names() == list(BUILT_IN)   # flannel before Docker: its restart rewrites Docker's options
+    names = registry.names()
+    assert len(set(names)) == len(names) and set(names) >= {'flannel', 'docker', 'kubelet'}
+    assert names.index('flannel') < names.index('docker')   # restarting flanneld rewrites Docker's options
     for daemon in registry.DAEMONS:
         options, sync = daemon.editor()
         spec = base.argument_spec(**options)
@@ -67,6 +70,14 @@ def test_the_descriptors_are_read_without_the_editors():
     out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True).stdout
     loaded = set(name.rsplit('.', 1)[1] for name in ast.literal_eval(out.strip()))
     assert loaded == {'daemon', 'owner', 'registry'} | set('%s_daemon' % name for name in BUILT_IN), loaded
+
+
+def role_values(**given):
+    """The daemons' role variables at their defaults, and ``given``."""
+    values = dict((d.variable, d.default) for d in registry.DAEMONS)
+    values.update((name, spec.get('default')) for d in registry.DAEMONS for name, (_o, spec) in d.variables.items())
+    values.update(given)
+    return values
 
 
 @pytest.fixture
@@ -92,11 +103,11 @@ def test_without_it_the_audit_does_not_know_it():
 
 
 def test_a_registered_daemon_reaches_the_action(probe):
-    values = dict((d.variable, d.default) for d in registry.DAEMONS)
-    values.update(ip_masq_docker_daemon_json='/etc/docker/daemon.json', ip_masq_probe='manage')
+    values = role_values(ip_masq_probe='manage')
     modes, deprecations = action.daemon_modes(values)
-    assert [(d.name, mode) for d, mode in modes] == [('flannel', 'auto'), ('docker', 'auto'), ('kubelet', 'report'),
-                                                     ('cni', 'auto'), ('probe', 'manage')]
+    assert [(d.name, mode) for d, mode in modes][-1] == ('probe', 'manage')
+    assert dict((d.name, mode) for d, mode in modes if d.name in ('flannel', 'docker', 'kubelet')) == {
+        'flannel': 'auto', 'docker': 'auto', 'kubelet': 'report'}
     assert deprecations == []
     assert 'ip_masq_probe' in action.step_tags('other_snat') and 'ip_masq_probe' in action.step_tags('absent')
     step = action.daemon_step(probe, 'manage', 'present', '/b', values)
@@ -106,8 +117,7 @@ def test_a_registered_daemon_reaches_the_action(probe):
 
 
 def test_kubelet_s_set_is_auto_with_a_deprecation():
-    values = dict((d.variable, d.default) for d in registry.DAEMONS)
-    values.update(ip_masq_docker_daemon_json='/etc/docker/daemon.json', ip_masq_kubelet='set')
+    values = role_values(ip_masq_kubelet='set')
     modes, deprecations = action.daemon_modes(values)
     assert dict((d.name, mode) for d, mode in modes)['kubelet'] == 'auto'
     assert deprecations == ['ip_masq_kubelet: set is deprecated, use auto (the same).']
