@@ -98,8 +98,13 @@ def test_a_daemon_registered_from_a_test_goes_through_every_step(node, tree):
     assert unknown['failed'] and "'probe' is not a daemon of the registry" in unknown['msg'], unknown
     assert {s['owner'] for s in sources if s['chain'] == daemon_probe.PROBE_CHAIN} == {'unknown'}
 
-    # Registered: the node run's daemons part reads it in check mode, and it is needed.
-    found, sources = node_run(node, root, [dict(read, kind='node'), audit_step])
+    # Registered: the node run's daemons part reads it in check mode, and it is needed;
+    # as a 'report' daemon it is only read, and what it would change is a warning.
+    report = {'kind': 'node', 'check': True,
+              'params': {'daemons': dict(read['params']['daemons'], report=['probe'])}}
+    found, sources, reported = node_run(node, root, [dict(read, kind='node'), audit_step, report])
+    assert reported['daemons_needed'] == [] and reported['daemons']['probe']['would_change'], reported
+    assert [w for w in reported['warnings'] if w.startswith('probe would change (ip_masq_probe: report): ')]
     probe = found['daemons']['probe']
     assert probe['installed'] and probe['would_change'] and probe['needed'] and probe['error'] is None, probe
     assert found['daemons_needed'] == ['probe'] and found['changed'] is False

@@ -971,8 +971,7 @@ def test_role_task_files_end_to_end(node, tree):
     assert json.loads(tree.read('/etc/docker/daemon.json'))['ip-masq'] is False
     assert not any(r in node.rules(4) for r in DOCKER_DEFAULT_RULES)
     assert '-A POSTROUTING -s 172.19.0.0/16 ! -o br-0a1b2c3d4e5f -j MASQUERADE' in node.rules(4)
-    report = [r['daemon'] for name, r in tasks if name == 'Remove the rules the daemon left behind'
-              and (r.get('daemon') or {}).get('service') == 'docker.service']
+    report = [r['daemon'] for name, r in tasks if name == 'Remove the rules the daemon left behind: docker']
     assert [n['name'] for n in report[0]['masquerading_networks']] == ['shop_default']
     # kubelet 1.23 got the flag.
     assert tree.read('/etc/default/kubelet') == 'KUBELET_EXTRA_ARGS=--non-masquerade-cidr=0.0.0.0/0\n'

@@ -90,13 +90,15 @@ class _Catalogue:
 
     def __init__(self, daemons):
         self.daemons = daemons
-        mine = sorted((d.owner for d in daemons if d.owner is not None), key=lambda o: o.name)
-        # Every owner; a table name is tried against them in this order (the
-        # first fragment found wins: a table named "docker-cni" is Docker's).
-        # The other clues of two owners never match the same name.
-        self.catalogue = tuple(mine) + _TRIED
-        # The owner names, as ``allow`` and the reports use them.
-        self.owners = (OURS.name,) + tuple(o.name for o in mine) + tuple(o.name for o in OTHERS) + (UNKNOWN,)
+        mine = tuple(d.owner for d in daemons if d.owner is not None)
+        # Every owner; a table name is tried against them in this order, the
+        # daemons' in the registry's (the first fragment found wins: a table
+        # named "docker-cni" is Docker's). The other clues of two owners never
+        # match the same name.
+        self.catalogue = mine + _TRIED
+        # The owner names, as ``allow`` and the reports use them (the daemons' by name).
+        self.owners = ((OURS.name,) + tuple(sorted(o.name for o in mine)) + tuple(o.name for o in OTHERS)
+                       + (UNKNOWN,))
         # Owners whose mark- or DNAT-gated masquerade only rewrites service or
         # port-forwarded connections (kube-proxy's 0x4000, CNI portmap's and
         # netavark's 0x2000 hostport marks).
