@@ -11,7 +11,10 @@ cd "$here"
 # /usr/sbin/sshd itself, one per test host inside that host's network
 # namespace. The package's own daemon must never run on this machine: see
 # below.
-apt_pkgs=(iptables nftables iproute2 python3 python3-venv python3-pip rsync iputils-ping netcat-openbsd conntrack tcpdump git shellcheck systemd openssh-server)
+# containernetworking-plugins: the CNI test (tests/integration/test_cni.py) runs
+# its bridge, ptp, portmap and host-local plugins inside network namespaces
+# (tests/lab/ipmasq_lab/cni.py); its cni-dhcp units stay disabled.
+apt_pkgs=(iptables nftables iproute2 python3 python3-venv python3-pip rsync iputils-ping netcat-openbsd conntrack tcpdump git shellcheck systemd openssh-server containernetworking-plugins)
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "ok installed"; }
 missing=()
 for p in "${apt_pkgs[@]}"; do

@@ -76,7 +76,7 @@ def doc_lines():
         lines += ['   * - ``%s: %s``' % (daemon.variable, daemon.default),
                   '     - %s' % (':ref:`ipmasq.agent.%s <ansible_collections.ipmasq.agent.%s_module>`'
                                  % (daemon.module, daemon.module) if daemon.module else '--'),
-                  '     - ``%s``' % daemon.service,
+                  '     - %s' % ('``%s``' % daemon.service if daemon.service else 'none (no restart)'),
                   '     - %s' % daemon.doc]
     return lines
 

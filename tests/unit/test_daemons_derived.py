@@ -57,7 +57,8 @@ def test_each_daemon_s_options_are_its_editor_s():
         given = [daemon.read, daemon.edit, daemon.cleanup or {}, daemon.report or {}]
         given += [{option: None} for option, _spec in daemon.variables.values()]
         assert callable(sync) and all(set(g) <= set(spec) for g in given), daemon.name
-        assert daemon.service.endswith('.service') and daemon.module
+        # A daemon whose edit needs no restart (the CNI networks) has no service.
+        assert (daemon.service is None or daemon.service.endswith('.service')) and daemon.module
         assert os.path.exists(os.path.join(ROOT, 'plugins', 'modules', daemon.module + '.py'))
 
 
@@ -137,6 +138,11 @@ GENERIC = [
     'plugins/module_utils/_msg.py',
 ]
 ROLE_FILES = ['roles/ip_masq/tasks', 'roles/ip_masq/handlers', 'roles/ip_masq/vars']
+# A daemon's name that is also the name of an owner the audit describes itself:
+# the audit's "cni" tells every CNI plugin's rules (portmap's, the networks of
+# other directories), not only those of the networks the cni daemon edits,
+# whose descriptor therefore has no owner (as kubelet's rule is kube-proxy's).
+AUDIT_OWN = {'plugins/module_utils/_audit/owners.py': ('cni',)}
 
 
 def python_files(paths):
@@ -196,7 +202,7 @@ def test_no_code_but_a_daemon_s_own_files_and_its_registry_line_names_it():
         with open(os.path.join(ROOT, path)) as handle:
             tree = ast.parse(handle.read())
         for line, word in code_words(tree):
-            if any(name in word.lower() for name in BUILT_IN):
+            if any(name in word.lower() for name in BUILT_IN if name not in AUDIT_OWN.get(path, ())):
                 found.append('%s:%s: %r' % (path, line, word))
     for folder in ROLE_FILES:
         for name in sorted(os.listdir(os.path.join(ROOT, folder))):

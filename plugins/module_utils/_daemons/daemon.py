@@ -33,7 +33,8 @@ class Daemon:
     ``sync(params, run, find, writer, check_mode)`` (returning a
     ``base.Result``); it imports the editor, so the descriptor stays light.
     ``service``: the systemd unit restarted after the editor changed a file
-    (the role restarts daemons in the registry's order).
+    (the role restarts daemons in the registry's order), or None when an
+    edit needs no restart (the editor's ``restart_required`` is then false).
     ``owner``: its ``owner.Owner`` (how the SNAT audit tells its nat rules),
     or None when its rules carry no mark of their own.
     ``default``: the role variable's default, one of :data:`MODES`.

@@ -39,7 +39,7 @@ test registers a daemon by setting it (``monkeypatch.setattr``).
 Standard library only: this file runs on managed nodes.
 """
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import docker_daemon, flannel_daemon, kubelet_daemon
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import cni_daemon, docker_daemon, flannel_daemon, kubelet_daemon
 
 # In the role's order: restarting flanneld rewrites Docker's options
 # (mk-docker-opts.sh), so flannel comes before Docker.
@@ -47,6 +47,7 @@ DAEMONS = (
     flannel_daemon.DAEMON,
     docker_daemon.DAEMON,
     kubelet_daemon.DAEMON,
+    cni_daemon.DAEMON,
 )
 
 

@@ -211,6 +211,8 @@ def role_node_paths(root, make=NODE_DIRS):
         'ip_masq_backup_dir': os.path.join(root, 'var/lib/ipmasq-agent/backup'),
         'ip_masq_unit_dir': os.path.join(root, 'etc/systemd/system'),
         'ip_masq_tmpfiles_dir': os.path.join(root, 'etc/tmpfiles.d'),
+        # The CNI networks' files: this machine's /etc/cni/net.d is never read.
+        'ip_masq_cni_conf_dirs': [os.path.join(root, 'etc/cni/net.d')],
         # Lock files of the host's own: nothing shares them with this machine's tools.
         '__ip_masq_xtables_lock': os.path.join(root, 'run/xtables.lock'),
         '__ip_masq_writers_lock': os.path.join(root, 'run/ipmasq-agent.lock'),

@@ -1,0 +1,330 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, ipmasq.agent contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# NOTE: private to the ipmasq.agent collection; not a public API.
+"""The CNI networks' masquerading (containerd's, CRI-O's, nerdctl's default
+networks): ``"ipMasq": true`` of the bridge and ptp plugins set to false in
+the network files (``*.conf``, ``*.conflist``, ``*.json`` of
+``/etc/cni/net.d``), and the masquerade rules the plugins already wrote for
+the running containers of those networks removed (names: ``cni_daemon.py``).
+
+The files are edited as text: only the ``true`` of each ``ipMasq`` of a
+bridge or ptp plugin becomes ``false``, every other byte stays.  Keys are
+matched as the plugins (Go's encoding/json) match them: case-insensitively,
+every duplicate.
+
+The rules: a plugin reads its network's file only on ADD and DEL, so no
+restart applies the edit; new containers get no rule, and the rules of the
+running ones are removed here, for the networks of the files only (another
+network's rules, and portmap's ``CNI-HOSTPORT-*``/``CNI-DN-*`` rules, which
+carry other names and comments, are never selected):
+
+- iptables: each ``POSTROUTING`` jump commented ``name: "<network>" id:
+  "<id>"`` to the chain named for that network and id, and every rule of
+  that chain.  The chain itself stays, empty: the plugins' DEL (1.1.1, with
+  iptables-nft) fails when the chain is missing, and a runtime that runs DEL
+  with its cached copy of the old configuration (``ipMasq`` still true)
+  would then fail to remove the container.  With the empty chain, that DEL
+  succeeds and deletes the chain.  A jump to the chain from elsewhere, or a
+  rule in it without the plugin's comment, is not the plugin's: error,
+  nothing changed.
+- nftables (``ipMasqBackend``): the network's rules in ``masq_checks`` of
+  ``inet cni_plugins_masquerade``; the table and its ``postrouting`` chain,
+  which every network shares, stay.
+
+Standard library only: this file runs on managed nodes.
+"""
+
+import json
+import os
+import re
+
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import render_rule
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups import Backups
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import (
+    COMMON_SPEC,
+    Result,
+    remove_nat_rules,
+    remove_nft_rules,
+    restore,
+    rule_handle,
+)
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni_daemon import (
+    CNI_CONF_DIR,
+    CONF_SUFFIXES,
+    MASQ_KEY,
+    MASQ_PLUGINS,
+    NFT_CHAIN,
+    NFT_HASH_DIGITS,
+    NFT_TABLE,
+    chain_name,
+    comment_of,
+    nft_comment_prefix,
+)
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import Files, check_abs, commit
+
+DAEMON = 'cni'
+
+# The editor's own options (its argument spec beside base.COMMON_SPEC, as the
+# daemon registry has it); the module cni_ip_masq takes those of COMMON_SPEC
+# that concern it (no unit: the container runtime runs the plugins).
+CNI_OPTIONS = dict(
+    conf_dirs=dict(type='list', elements='path', default=[CNI_CONF_DIR]),
+    remove_stale_rules=dict(type='bool', default=True),
+)
+MODULE_SPEC = dict(dict((k, dict(COMMON_SPEC[k])) for k in ('state', 'backup_dir', 'backup', 'root')), **CNI_OPTIONS)
+
+_WS = re.compile(r'[ \t\n\r]*')
+_DECODER = json.JSONDecoder()
+
+
+# --------------------------------------------------------------------------
+# The network files, read as text with the place of every value
+# --------------------------------------------------------------------------
+
+def _members(text, i):
+    """``[(key, start, end)]`` of the object that opens at ``text[i]``."""
+    out = []
+    i = _WS.match(text, i + 1).end()
+    if text[i] == '}':
+        return out
+    while True:
+        key, i = json.decoder.scanstring(text, i + 1)
+        i = _WS.match(text, _WS.match(text, i).end() + 1).end()     # past the ':'
+        start = i
+        _value, i = _DECODER.raw_decode(text, i)
+        out.append((key, start, i))
+        i = _WS.match(text, i).end()
+        if text[i] != ',':
+            return out
+        i = _WS.match(text, i + 1).end()
+
+
+def _elements(text, i):
+    """``[(start, end)]`` of the array that opens at ``text[i]``."""
+    out = []
+    i = _WS.match(text, i + 1).end()
+    if text[i] == ']':
+        return out
+    while True:
+        start = i
+        _value, i = _DECODER.raw_decode(text, i)
+        out.append((start, i))
+        i = _WS.match(text, i).end()
+        if text[i] != ',':
+            return out
+        i = _WS.match(text, i + 1).end()
+
+
+def _last(text, members, key):
+    """The value of the last member named ``key`` (any case, as Go reads it), or None."""
+    hits = [m for m in members if m[0].lower() == key.lower()]
+    return json.loads(text[hits[-1][1]:hits[-1][2]]) if hits else None
+
+
+class Network:
+    """One network file: its name, its plugins' types, and where each
+    ``"ipMasq": true`` of a bridge or ptp plugin is written."""
+
+    def __init__(self, path, text):
+        self.path = path
+        offset = 1 if text.startswith('\ufeff') else 0
+        try:
+            data = json.loads(text[offset:])
+        except RecursionError:
+            raise MasqError('%s nests objects or lists too deeply to be read here. Nothing was changed.' % path,
+                            path=path)
+        except ValueError as e:
+            where = ' at line %d, column %d' % (e.lineno, e.colno) if hasattr(e, 'lineno') else ''
+            raise MasqError('%s is not valid JSON%s: %s. The container runtime cannot load it either; fix or '
+                            'remove the file first. Nothing was changed.'
+                            % (path, where, getattr(e, 'msg', e)), path=path)
+        if not isinstance(data, dict):
+            raise MasqError('%s must hold one JSON object ({...}), not a %s. Nothing was changed.'
+                            % (path, type(data).__name__), path=path)
+        top = _members(text, _WS.match(text, offset).end())
+        name = _last(text, top, 'name')
+        self.name = name if isinstance(name, str) else None
+        plugins = [m for m in top if m[0] == 'plugins']
+        if plugins and text[plugins[-1][1]] == '[':
+            confs = [_members(text, start) for start, _end in _elements(text, plugins[-1][1])
+                     if text[start] == '{']
+        else:
+            confs = [top]
+        self.types = []
+        self.masq = []          # (start, end) of each "ipMasq": true of a bridge or ptp plugin
+        self.masq_types = []
+        for members in confs:
+            kind = _last(text, members, 'type')
+            self.types.append(kind if isinstance(kind, str) else None)
+            if kind not in MASQ_PLUGINS:
+                continue
+            hits = [(s, e) for key, s, e in members if key.lower() == MASQ_KEY.lower() and text[s:e] == 'true']
+            if hits:
+                self.masq.extend(hits)
+                self.masq_types.append(kind)
+        self.masquerading = any(t in MASQ_PLUGINS for t in self.types)
+
+    def switched_off(self, text):
+        """``text`` with every ``"ipMasq": true`` found set to false."""
+        for start, end in sorted(self.masq, reverse=True):
+            text = text[:start] + 'false' + text[end:]
+        return text
+
+    def as_dict(self):
+        return {'path': self.path, 'name': self.name, 'plugins': self.types,
+                'ip_masq': sorted(set(self.masq_types))}
+
+
+def conf_paths(files, dirs):
+    """The network files of ``dirs``, as libcni lists them (by suffix, in name order)."""
+    out = []
+    for directory in dirs:
+        for name in files.listdir(directory):
+            path = directory.rstrip('/') + '/' + name
+            if (name.endswith(CONF_SUFFIXES) and not name.startswith('.')
+                    and not os.path.isdir(files.real(path))):
+                out.append(path)
+    return out
+
+
+# --------------------------------------------------------------------------
+# The rules
+# --------------------------------------------------------------------------
+
+def cni_rules(table, family, networks):
+    """``(rules, chains)`` to remove from a nat table
+    (``iptables_save.NatTable``) for the ``networks`` (names): each
+    POSTROUTING jump carrying the plugins' comment for one of them to the
+    chain named for that network and container, and every rule of that
+    chain.  ``chains`` is always empty: the chains stay (module docstring).
+    A jump to such a chain from elsewhere, or a rule in it without the
+    plugin's comment: error, nothing changed."""
+    jumps, targets = [], {}
+    for rule in table.rules('POSTROUTING'):
+        owner = comment_of(rule.comment)
+        if owner is None or owner[0] not in networks:
+            continue
+        chain = chain_name(*owner)
+        if rule.target == chain:
+            jumps.append(rule)
+            targets[chain] = rule.comment
+    # A chain of such a network that lost its jump (a DEL stopped half way).
+    for chain, rules in table.chains.items():
+        if chain in targets or not chain.startswith('CNI-') or table.builtin(chain):
+            continue
+        owners = set(comment_of(r.comment) for r in rules)
+        if len(owners) == 1:
+            owner = owners.pop()
+            if owner is not None and owner[0] in networks and chain_name(*owner) == chain:
+                targets[chain] = rules[0].comment
+    remove, foreign = list(jumps), []
+    for chain in sorted(targets):
+        for rule in table.rules(chain):
+            (remove if rule.comment == targets[chain] else foreign).append(rule)
+        foreign.extend(r for r in table.jumps_to(chain) if r not in jumps and r.comment != targets[chain])
+    if foreign:
+        raise MasqError('cannot remove the CNI masquerade chain(s) %s (IPv%d): these rules are not the plugin\'s: '
+                        '%s. Remove them first. Nothing was changed.'
+                        % (', '.join(sorted(targets)), family, '; '.join(r.line for r in foreign)))
+    return remove, []
+
+
+def _masquerades(rule):
+    return any(isinstance(s, dict) and 'masquerade' in s for s in rule.get('expr') or [])
+
+
+def cni_nft_rules(tables, networks):
+    """The ``networks``' masquerade rules in ``masq_checks`` of ``inet
+    cni_plugins_masquerade`` (``tables`` as ``NftTools.ruleset`` reads
+    them): ``[(text, commands)]`` for ``remove_nft_rules``, each rule and
+    its deletion by handle."""
+    table = tables.get(NFT_TABLE)
+    if table is None:
+        return []
+    where = '%s %s %s' % (NFT_TABLE[0], NFT_TABLE[1], NFT_CHAIN)
+    out = []
+    for rule in table.rules.get(NFT_CHAIN, []):
+        comment = rule.get('comment') or ''
+        for network in networks:
+            prefix = nft_comment_prefix(network)
+            named = ', net: %s, if: ' % network
+            rest = comment[len(prefix) + NFT_HASH_DIGITS:]     # after "<network hash>-<instance hash>"
+            if comment.startswith(prefix) and (rest.startswith(named) or named.startswith(rest)) and _masquerades(rule):
+                handle = rule_handle(rule, where)
+                ident = {'family': NFT_TABLE[0], 'table': NFT_TABLE[1], 'chain': NFT_CHAIN, 'handle': handle}
+                out.append(('%s: %s' % (where, render_rule(rule)), [{'delete': {'rule': ident}}]))
+                break
+    return out
+
+
+# --------------------------------------------------------------------------
+# The run
+# --------------------------------------------------------------------------
+
+def cni_sync(params, run, find, writer, check_mode=False):
+    """``"ipMasq": false`` in the bridge and ptp plugins of every network
+    file, and the masquerade rules of those networks removed (or undo the
+    files)."""
+    p = params
+    files = Files(p.get('root') or '/')
+    dirs = [check_abs(d, 'conf_dirs') for d in p['conf_dirs']]
+    if not dirs:
+        raise MasqError('conf_dirs: give at least one directory.')
+    backups = Backups(files, p['backup_dir'], DAEMON)
+    result = Result(p['state'], DAEMON)
+    result['networks'] = []
+    result['removed_rules'] = []
+    result['stale_rules'] = []
+    present = [d for d in dirs if os.path.isdir(files.real(d))]
+    if not present:
+        result.msg('No CNI network directory (%s); nothing to do.' % ', '.join(dirs))
+        return result
+    result['installed'] = True
+
+    if p['state'] == 'absent':
+        restore(files, backups, result, check_mode, writer, p['backup'])
+        result['restart_required'] = False      # the plugins read the files on every ADD and DEL
+        if result['edited']:
+            result.msg('New containers of the restored networks are masqueraded by their plugins again; running '
+                       'ones get their rules back when they are re-created.')
+        return result
+
+    networks = []
+    for path in conf_paths(files, present):
+        text = files.read(path)
+        if text is None:
+            continue
+        net = Network(path, text)
+        networks.append(net)
+        if net.masq:
+            files.write(path, net.switched_off(text))
+            result.msg('%s: "%s": true set to false in %s (network %s).'
+                       % (path, MASQ_KEY, ' and '.join(sorted(set(net.masq_types))), net.name))
+    result['networks'] = [n.as_dict() for n in networks]
+    commit(files, backups, result, check_mode, writer, p['backup'])
+
+    names = sorted(set(n.name for n in networks if n.masquerading and n.name))
+    if p['remove_stale_rules'] and names:
+        found = []
+
+        def select(family, table):
+            rules, chains = cni_rules(table, family, names)
+            found.extend('IPv%d: %s' % (family, r.line) for r in rules)
+            return rules, chains
+
+        def pick(tables):
+            picked = cni_nft_rules(tables, names)
+            found.extend(text for text, _commands in picked)
+            return picked
+
+        remove_nat_rules(run, find, select, check_mode, result)
+        remove_nft_rules(run, find, pick, check_mode, result)
+        result['stale_rules'] = found
+        if result['removed_rules']:
+            result.msg('Removed the masquerade rules of the running containers of %s; their emptied CNI-* chains '
+                       'stay for the plugins\' DEL.' % ', '.join(names))
+    return result

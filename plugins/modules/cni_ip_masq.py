@@ -1,0 +1,178 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, ipmasq.agent contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+DOCUMENTATION = r'''
+---
+module: cni_ip_masq
+short_description: Stop CNI networks (bridge and ptp plugins) from masquerading pod traffic
+version_added: 1.2.0
+description:
+  - >-
+    Sets C("ipMasq": true) to C(false) in the C(bridge) and C(ptp) plugins of every CNI network file (C(*.conf),
+    C(*.conflist), C(*.json)) in O(conf_dirs) - the default networks of containerd, CRI-O and nerdctl - keeping
+    every other byte of the file. Keys are matched as the plugins read them (any case, every duplicate). Other
+    plugins (C(portmap), C(firewall), ...) and other keys are left alone.
+  - The plugins read the file on every ADD and DEL, so nothing needs a restart; new containers get no masquerade
+    rule.
+  - >-
+    With O(remove_stale_rules=true), the masquerade rules the plugins already wrote for the running containers of
+    those networks are removed, IPv4 and IPv6, one C(iptables-restore --noflush) transaction per family - each
+    C(POSTROUTING) jump commented C(name: "<network>" id: "<container>") to the container's C(CNI-<hash>) chain,
+    and the rules of that chain. The emptied chain stays, so that a DEL run with the old configuration (a runtime's
+    cached copy) still succeeds and deletes it; with the file edited, nothing uses it. A jump to the chain from
+    elsewhere, or a rule in it that does not carry the plugin's comment, is an error and nothing is changed.
+  - >-
+    With the plugins' nftables flavour (C("ipMasqBackend": "nftables"), plugins 1.5 and later), the networks' rules
+    in the chain C(masq_checks) of the table C(inet cni_plugins_masquerade) are deleted by handle in one atomic
+    C(nft -j -f -) transaction; the table and its C(postrouting) chain, which every network shares, stay.
+  - Rules of networks that are not in O(conf_dirs), and portmap's C(CNI-HOSTPORT-*) and C(CNI-DN-*) rules, are
+    never touched.
+  - Before the first edit of a file its original is kept in O(backup_dir); O(state=absent) puts it back.
+extends_documentation_fragment:
+  - ipmasq.agent.attributes.daemon
+author:
+  - ipmasq.agent maintainers (@ipmasq)
+attributes:
+  platform:
+    description: Linux with iptables (either backend); C(nft) for the plugins' nftables flavour.
+options:
+  state:
+    description:
+      - V(present) switches the networks' masquerading off.
+      - V(absent) puts back every file this module edited, from the originals in O(backup_dir). A file changed by
+        someone else since is left alone with a warning. It does not re-create rules; the plugins write them for
+        containers added afterwards.
+    type: str
+    choices: [present, absent]
+    default: present
+  conf_dirs:
+    description: The directories of the CNI network files (the runtime's C(conf_dir)). Missing ones are skipped.
+    type: list
+    elements: path
+    default: [/etc/cni/net.d]
+  remove_stale_rules:
+    description: Remove the masquerade rules the plugins wrote for running containers of the networks in O(conf_dirs).
+    type: bool
+    default: true
+  backup_dir:
+    description:
+      - Where the original of each edited file is kept (C(<backup_dir>/<path>)), with a small JSON record next
+        to it, so that O(state=absent) can restore it byte for byte.
+    type: path
+    default: /var/lib/ipmasq-agent/backup
+  backup:
+    description:
+      - Also copy each file beside itself with a timestamp before it is changed (as C(backup=yes) does in
+        ansible.builtin modules).
+    type: bool
+    default: true
+  root:
+    description:
+      - Look every file up below this directory (an image, a test tree). C(iptables-save) and C(nft) still run on
+        the node.
+    type: path
+    default: /
+notes:
+  - Every file a run changes is changed together or not at all; a failure leaves every file as it was and names
+    the file that could not be written. Files are replaced through C(AnsibleModule.atomic_move), which keeps their
+    SELinux context, owner and mode. A file that is immutable or append-only (C(chattr +i), C(chattr +a)) is
+    refused before anything is copied or staged.
+  - A network file that is not valid JSON is an error, and nothing is changed.
+  - A C(CNI-*) chain commented for a network that is not in O(conf_dirs) (a Kubernetes CNI of its own, another
+    runtime's directory) stays; the SNAT audit (M(ipmasq.agent.snat_sources)) reports it.
+seealso:
+  - module: ipmasq.agent.docker_ip_masq
+  - module: ipmasq.agent.flannel_ip_masq
+  - module: ipmasq.agent.masq_chain
+'''
+
+EXAMPLES = r'''
+- name: The CNI networks do not masquerade; the running containers' rules go too
+  ipmasq.agent.cni_ip_masq:
+
+- name: CRI-O with its networks in another directory
+  ipmasq.agent.cni_ip_masq:
+    conf_dirs: [/etc/cni/net.d, /etc/crio/net.d]
+
+- name: Put the network files back
+  ipmasq.agent.cni_ip_masq:
+    state: absent
+'''
+
+RETURN = r'''
+msg:
+  description: What the run changed (the files edited, the nat rules removed), or C(no change); in check mode
+    C(would edit ...).
+  returned: always
+  type: str
+  sample: 'cni: 1 file edited (/etc/cni/net.d/10-containerd-net.conflist), 6 nat rules removed'
+installed:
+  description: Whether one of O(conf_dirs) exists. When false nothing was done.
+  returned: always
+  type: bool
+  sample: true
+state:
+  description: The state asked for.
+  returned: always
+  type: str
+  sample: present
+restart_required:
+  description: Always false; the plugins read the files on every ADD and DEL.
+  returned: always
+  type: bool
+  sample: false
+networks:
+  description: Every network file read, with its network name, its plugins' types and the plugins whose
+    C(ipMasq) was (or would be) set to false.
+  returned: when installed and state is present
+  type: list
+  elements: dict
+  sample: [{path: /etc/cni/net.d/10-containerd-net.conflist, name: containerd-net, plugins: [bridge, portmap],
+            ip_masq: [bridge]}]
+edited:
+  description: Files changed (or that would be, in check mode).
+  returned: always
+  type: list
+  elements: str
+  sample: [/etc/cni/net.d/10-containerd-net.conflist]
+backups:
+  description: Timestamped copies made next to the edited files.
+  returned: always
+  type: list
+  elements: str
+stale_rules:
+  description: The networks' masquerade rules found, per family (iptables) or table (nftables).
+  returned: when installed and state is present
+  type: list
+  elements: str
+removed_rules:
+  description: Rules deleted (or that would be).
+  returned: always
+  type: list
+  elements: str
+  sample:
+    - 'IPv4: -A POSTROUTING -s 10.88.0.2/32 -m comment --comment "name: \"containerd-net\" id: \"c0ffee\"" -j CNI-5645cc7df492102ce9419d96'
+messages:
+  description: What was found and done, in sentences.
+  returned: always
+  type: list
+  elements: str
+'''
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import work
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni import MODULE_SPEC, cni_sync
+from ansible_collections.ipmasq.agent.plugins.module_utils._module import run_module
+
+
+def main():
+    module = AnsibleModule(argument_spec=MODULE_SPEC, supports_check_mode=True)
+    run_module(module, work(cni_sync))
+
+
+if __name__ == '__main__':
+    main()

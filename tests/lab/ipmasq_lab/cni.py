@@ -1,0 +1,140 @@
+"""CNI networks in the lab: Debian's containernetworking-plugins (the
+bridge, ptp, portmap and host-local plugins in /usr/lib/cni) run with
+``CNI_COMMAND=ADD``/``DEL`` as a container runtime runs them, from a network
+file in a temporary directory, into namespaces the test made.
+
+The plugin runs INSIDE the node namespace (``ip netns exec``), so the
+bridge, the veth and every iptables rule it writes land there.  Before the
+plugin is started, :func:`guard` (this file run as a script in the
+namespace) checks that its network namespace is the node's
+(``/proc/self/ns/net`` and ``/run/netns/<node>``, device and inode) and not
+the root namespace's; otherwise nothing runs.  host-local keeps its leases in
+the temporary directory (``dataDir``), never in /var/lib/cni; nothing reads
+or writes /etc/cni of this machine.  Addresses: 10.244.0.0/16 and
+fd00:244::/32 (the topology's pod ranges, so its cluster-local host has a
+route back); no route out.
+"""
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+PLUGIN_DIR = '/usr/lib/cni'
+PACKAGE = 'containernetworking-plugins'
+
+
+def installed():
+    """Whether Debian's CNI plugins are there (scripts/bootstrap.sh installs them)."""
+    return all(os.access(os.path.join(PLUGIN_DIR, p), os.X_OK) for p in ('bridge', 'ptp', 'portmap', 'host-local'))
+
+
+def conflist(name, plugin='bridge', subnet4='10.244.7.0/24', subnet6='fd00:244:7::/64', ip_masq=True,
+             bridge='cni-imq0', portmap=False, data_dir=None):
+    """A network list as containerd's default (10-containerd-net.conflist) has it."""
+    ranges = [[{'subnet': subnet4}]]
+    routes = [{'dst': '0.0.0.0/0'}]
+    if subnet6:
+        ranges.append([{'subnet': subnet6}])
+        routes.append({'dst': '::/0'})
+    main = {'type': plugin}
+    if plugin == 'bridge':
+        main.update(bridge=bridge, isGateway=True)
+    main.update(ipMasq=ip_masq, ipam={'type': 'host-local', 'ranges': ranges, 'routes': routes})
+    if data_dir:
+        main['ipam']['dataDir'] = data_dir
+    plugins = [main]
+    if portmap:
+        plugins.append({'type': 'portmap', 'capabilities': {'portMappings': True}})
+    return {'cniVersion': '1.0.0', 'name': name, 'plugins': plugins}
+
+
+class Network:
+    """One network list written to ``conf_dir/<file>`` and run from there:
+    every :meth:`add`/:meth:`delete` reads the file again, as a runtime
+    does, so an edit of it decides the next ADD and DEL.
+
+    ``backend`` (netlab.Backend, optional): the iptables tools the plugins
+    find first on PATH."""
+
+    def __init__(self, node, conf_dir, name, file_name=None, backend=None, **kwargs):
+        self.node = node
+        self.name = name
+        self.backend = backend
+        self.state = tempfile.mkdtemp(prefix='imq-cni-state-')
+        self.path = os.path.join(conf_dir, file_name or '10-%s.conflist' % name)
+        data = conflist(name, data_dir=os.path.join(self.state, 'ipam'), **kwargs)
+        with open(self.path, 'w') as handle:
+            json.dump(data, handle, indent=2)
+            handle.write('\n')
+        self.results = {}
+
+    def conf(self):
+        with open(self.path) as handle:
+            return json.load(handle)
+
+    def _env(self, command, pod, container, ifname):
+        env = self.backend.env() if self.backend is not None else dict(os.environ)
+        env.update(CNI_COMMAND=command, CNI_CONTAINERID=container, CNI_NETNS='/run/netns/%s' % pod.name,
+                   CNI_IFNAME=ifname, CNI_PATH=PLUGIN_DIR)
+        return env
+
+    def _plugin(self, conf, plugin_conf, env, prev, runtime):
+        stdin = dict(plugin_conf, name=conf['name'], cniVersion=conf['cniVersion'])
+        if prev is not None:
+            stdin['prevResult'] = prev
+        if plugin_conf.get('capabilities', {}).get('portMappings') and runtime.get('portMappings'):
+            stdin['runtimeConfig'] = {'portMappings': runtime['portMappings']}
+        argv = [sys.executable, os.path.abspath(__file__), 'guard', self.node.name, _ident('/proc/self/ns/net'),
+                '--', os.path.join(PLUGIN_DIR, plugin_conf['type'])]
+        proc = self.node.exec(argv, check=False, input=json.dumps(stdin), env=env, timeout=60)
+        if proc.returncode != 0:
+            raise RuntimeError('CNI %s %s of %s failed (rc=%d): %s%s' % (
+                env['CNI_COMMAND'], plugin_conf['type'], self.name, proc.returncode, proc.stdout, proc.stderr))
+        return json.loads(proc.stdout) if proc.stdout.strip() else None
+
+    def add(self, pod, container, ifname='eth0', port_mappings=()):
+        """CNI ADD of every plugin of the list, in order (each gets the
+        previous one's result); the last result."""
+        for key in ('net.ipv6.conf.all.accept_dad', 'net.ipv6.conf.default.accept_dad'):
+            pod.sysctl(key, 0)
+        conf = self.conf()
+        env = self._env('ADD', pod, container, ifname)
+        runtime = {'portMappings': list(port_mappings)}
+        prev = None
+        for plugin_conf in conf['plugins']:
+            prev = self._plugin(conf, plugin_conf, env, prev, runtime)
+        self.results[(pod.name, container, ifname)] = (prev, runtime)
+        return prev
+
+    def delete(self, pod, container, ifname='eth0'):
+        """CNI DEL of every plugin of the list, in reverse order, with the file as it is now."""
+        prev, runtime = self.results.pop((pod.name, container, ifname), (None, {}))
+        conf = self.conf()
+        env = self._env('DEL', pod, container, ifname)
+        for plugin_conf in reversed(conf['plugins']):
+            self._plugin(conf, plugin_conf, env, prev, runtime)
+
+    def remove(self):
+        shutil.rmtree(self.state, ignore_errors=True)
+
+
+def _ident(path):
+    st = os.stat(path)
+    return '%d:%d' % (st.st_dev, st.st_ino)
+
+
+def guard(node, caller, argv):
+    """Run ``argv`` (exec) only inside the network namespace ``node``, and
+    not in ``caller``'s (the test's, the root namespace: device:inode of its
+    /proc/self/ns/net)."""
+    mine = _ident('/proc/self/ns/net')
+    if mine != _ident('/run/netns/%s' % node) or mine == caller:
+        sys.exit('cni.py guard: not in the network namespace %s; %s not run' % (node, argv[0]))
+    os.execv(argv[0], argv)
+
+
+if __name__ == '__main__':
+    if len(sys.argv) > 5 and sys.argv[1] == 'guard' and sys.argv[4] == '--':
+        guard(sys.argv[2], sys.argv[3], sys.argv[5:])
+    sys.exit('usage: cni.py guard NODE CALLER_NS -- PLUGIN [ARGS...]')
