@@ -324,4 +324,3 @@ class Backend:
         ``split_line``, that problem with what to do for ``advice``
         (``module``, ``role``, ``check``: who applies the policy)."""
         return {'ours': cls.name}
-

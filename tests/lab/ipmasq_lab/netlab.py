@@ -261,6 +261,11 @@ def tool_dir(tools):
 WITHOUT_TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'without_tools.py')
 
 
+# Role variables every playbook run here gets first (a test's own override
+# them): the daemons' files of this machine stay out of reach.
+HOST_SAFE_VARS = {'ip_masq_cni_conf_dirs': ['/nonexistent/ipmasq-lab/cni/net.d']}
+
+
 def playbook(ns, path, extra_vars=None, backend=None, check_mode=False, diff=False,
              env_extra=None, timeout=300, hide=(), args=()):
     """Run ``ansible-playbook`` on localhost inside ``ns``; return
@@ -270,6 +275,10 @@ def playbook(ns, path, extra_vars=None, backend=None, check_mode=False, diff=Fal
     ``args``: more command-line arguments, as a user types them (``-e
     name=value``, ``--tags``), after ``extra_vars``' JSON."""
     argv = [os.path.join(VENV_BIN, 'ansible-playbook'), '-i', 'localhost,', '-c', 'local', path]
+    # First, so that the test's own values win: a role run here shares this
+    # machine's files, and its CNI networks (podman's 87-podman-bridge.conflist
+    # masquerades) must never be read or edited by a test.
+    argv += ['-e', json.dumps(HOST_SAFE_VARS)]
     if hide:
         argv = ['/usr/bin/python3', WITHOUT_TOOLS] + list(hide) + ['--'] + argv
     if extra_vars is not None:
