@@ -4,10 +4,10 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 #
 # NOTE: private to the ipmasq.agent collection; not a public API.
-"""The nftables backend's decisions: whether our table (``nftables_rules.py``
+"""The nftables backend's decisions: whether our table (``nftables/rules.py``
 spells it) is as the policy wants it, and the plan that makes it so.
 
-* read: one ``nft -j`` listing of the table (``nft_tools.py``; ``nft_json.py``
+* read: one ``nft -j`` listing of the table (``nftables/tools.py``; ``nftables/nft_json.py``
   parses it);
 * plan: compare the table with the policy: its sets as address intervals
   (what the kernel keeps after merging), its rules as nft prints them;
@@ -20,9 +20,9 @@ Standard library only: this file runs on managed nodes.
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.drift import compare
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.intervals import BITS, merge
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import render_rule
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_rules import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy.intervals import BITS, merge
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables.nft_json import render_rule
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables.rules import (
     ADDR_TYPES,
     CHAIN,
     PRIORITY,
@@ -38,7 +38,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_rules 
     replace_commands,
     table_label,
 )
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import OUR_COMMENT_PREFIX
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy.policy import OUR_COMMENT_PREFIX
 
 
 # --------------------------------------------------------------------------
