@@ -16,7 +16,9 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core import drift as
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Backend
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables.tools import NftTools, missing_nft
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables.table import carries_our_comment, plan_absent, plan_present, remove_others, table_drift
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables.table import (
+    carries_our_comment, plan_absent, plan_present, remove_others, table_drift,
+)
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables.rules import (
     CHAIN,
     FAMILY,

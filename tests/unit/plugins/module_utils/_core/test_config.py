@@ -718,7 +718,8 @@ def test_a_plain_config_is_read_without_the_heavy_standard_modules():
     import sys
     child = (
         'import sys\n'
-        'from ansible_collections.ipmasq.agent.plugins.module_utils._core import resync\nfrom ansible_collections.ipmasq.agent.plugins.module_utils._core.config import config\n'
+        'from ansible_collections.ipmasq.agent.plugins.module_utils._core import resync\n'
+        'from ansible_collections.ipmasq.agent.plugins.module_utils._core.config import config\n'
         'text = "# Ansible managed\\nnonMasqueradeCIDRs:\\n" + "".join("  - 10.%d.0.0/16\\n" % n for n in range(200))\n'
         'text += "masqLinkLocal: false\\nresyncInterval: 60s\\ncidrLimit: 300\\n"\n'
         'settings, warnings = config.parse_config(text)\n'
