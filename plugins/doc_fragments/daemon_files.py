@@ -6,7 +6,8 @@
 
 class ModuleDocFragment(object):
     """The options docker_ip_masq, flannel_ip_masq and kubelet_nonmasq share
-    (their argument spec: ``_daemons.base.COMMON_SPEC``)."""
+    (their argument spec: ``_daemons.base.COMMON_SPEC``); ``BACKUPS``: the
+    backup options every daemon module has, cni_ip_masq too."""
 
     DOCUMENTATION = r'''
 options:
@@ -17,18 +18,6 @@ options:
     type: list
     elements: path
     default: [/etc/systemd/system, /run/systemd/system, /usr/local/lib/systemd/system, /lib/systemd/system, /usr/lib/systemd/system]
-  backup_dir:
-    description:
-      - Where the original of each edited file is kept (C(<backup_dir>/<path>)), with a small JSON record next
-        to it, so that O(state=absent) can restore it byte for byte.
-    type: path
-    default: /var/lib/ipmasq-agent/backup
-  backup:
-    description:
-      - Also copy each file beside itself with a timestamp before it is changed (as C(backup=yes) does in
-        ansible.builtin modules).
-    type: bool
-    default: true
   root:
     description:
       - Look every file up below this directory, as C(systemctl --root) does (an image, a test tree).
@@ -47,4 +36,20 @@ notes:
     command (C(restore)).
   - Each run removes the temporary files (C(.NAME.<12 hex digits>.ipmasq-tmp)) that a run stopped between staging
     and renaming left beside the files it reads or writes, once they are older than 10 minutes.
+'''
+
+    BACKUPS = r'''
+options:
+  backup_dir:
+    description:
+      - Where the original of each edited file is kept (C(<backup_dir>/<path>)), with a small JSON record next
+        to it, so that O(state=absent) can restore it byte for byte.
+    type: path
+    default: /var/lib/ipmasq-agent/backup
+  backup:
+    description:
+      - Also copy each file beside itself with a timestamp before it is changed (as C(backup=yes) does in
+        ansible.builtin modules).
+    type: bool
+    default: true
 '''

@@ -32,6 +32,7 @@ description:
     never touched.
   - Before the first edit of a file its original is kept in O(backup_dir); O(state=absent) puts it back.
 extends_documentation_fragment:
+  - ipmasq.agent.daemon_files.backups
   - ipmasq.agent.attributes.daemon
 author:
   - ipmasq.agent maintainers (@ipmasq)
@@ -55,18 +56,6 @@ options:
     default: [/etc/cni/net.d]
   remove_stale_rules:
     description: Remove the masquerade rules the plugins wrote for running containers of the networks in O(conf_dirs).
-    type: bool
-    default: true
-  backup_dir:
-    description:
-      - Where the original of each edited file is kept (C(<backup_dir>/<path>)), with a small JSON record next
-        to it, so that O(state=absent) can restore it byte for byte.
-    type: path
-    default: /var/lib/ipmasq-agent/backup
-  backup:
-    description:
-      - Also copy each file beside itself with a timestamp before it is changed (as C(backup=yes) does in
-        ansible.builtin modules).
     type: bool
     default: true
   root:

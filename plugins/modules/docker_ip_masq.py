@@ -43,6 +43,7 @@ description:
   - Does nothing (and reports RV(installed=false)) when Docker is not installed.
 extends_documentation_fragment:
   - ipmasq.agent.daemon_files
+  - ipmasq.agent.daemon_files.backups
   - ipmasq.agent.attributes.daemon
 author:
   - ipmasq.agent maintainers (@ipmasq)

@@ -36,6 +36,7 @@ description:
     kube-flannel DaemonSet is configured in its manifest instead.
 extends_documentation_fragment:
   - ipmasq.agent.daemon_files
+  - ipmasq.agent.daemon_files.backups
   - ipmasq.agent.attributes.daemon
 author:
   - ipmasq.agent maintainers (@ipmasq)

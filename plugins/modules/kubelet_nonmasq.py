@@ -29,6 +29,7 @@ description:
     deletes our drop-in). kubelet needs a restart to apply a change (RV(restart_required)).
 extends_documentation_fragment:
   - ipmasq.agent.daemon_files
+  - ipmasq.agent.daemon_files.backups
   - ipmasq.agent.attributes.daemon
 author:
   - ipmasq.agent maintainers (@ipmasq)
