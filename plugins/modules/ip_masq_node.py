@@ -3,6 +3,10 @@
 # Copyright (c) 2026, ipmasq.agent contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
+#
+# Over 500 lines on purpose: about 210 of them are the documentation of its
+# parts' options and results; the code is one function per part, each a call
+# into module_utils.
 
 DOCUMENTATION = r'''
 ---
