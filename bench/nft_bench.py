@@ -304,7 +304,10 @@ def _measure_paths(part, paths, backends, reps, count, seconds):
 NFTCORE_REPS = {10: 21, 100: 15, 1000: 15, 5000: 9, 20000: 7}
 
 
-def part_nftcore(sizes, quick=False):
+def part_nftcore(sizes, quick=False, baseline=None):
+    """The nftables backend's own work; with ``baseline`` (collections path,
+    revision), the same measurement of that revision right after, in the
+    same namespace (its rows under ``before``)."""
     tools = netlab.Backend('nft')
     reps = [max(3, NFTCORE_REPS.get(s, 7) // (3 if quick else 1)) for s in sizes]
     started = time.time()
@@ -312,14 +315,19 @@ def part_nftcore(sizes, quick=False):
     try:
         with netlab.Netns('nftcore') as ns:
             log('nftcore (the nftables backend, no Ansible) N=%s' % ','.join(str(s) for s in sizes))
-            rows = benchlib.node_script(ns, 'node_nft.py', ['measure', ','.join(str(s) for s in sizes),
-                                                            ','.join(str(r) for r in reps)], tools)
+            args = ['measure', ','.join(str(s) for s in sizes), ','.join(str(r) for r in reps)]
+            rows = benchlib.node_script(ns, 'node_nft.py', args, tools)
+            before = None
+            if baseline:
+                log('nftcore of the baseline %s' % baseline[1])
+                before = benchlib.node_script(ns, 'node_nft.py', args, tools, env_extra={'PYTHONPATH': baseline[0]})
         with netlab.Netns('nftprof') as ns:
             log('nftcore: profile of a no-change run at N=%d' % sizes[-1])
             prof = benchlib.node_script(ns, 'node_nft.py', ['profile', str(sizes[-1])], tools)
     finally:
         tools.remove()
-    return {'rows': rows, 'profile': prof, 'duration_s': round(time.time() - started),
+    return {'rows': rows, 'before': before, 'baseline': baseline[1] if baseline else None, 'profile': prof,
+            'duration_s': round(time.time() - started),
             'load': load + [os.getloadavg()[0]]}
 
 
@@ -376,6 +384,18 @@ def report(results):
                                row['nochange_processes'], '; '.join(row['nochange_commands'])),
                             ratio is not None and ratio <= TARGET_NOCHANGE_RATIO
                             and row['nochange_processes'] == 1))
+        if core.get('before'):
+            out += ['', '### Before and after: the same measurement of revision %s, in the same namespace'
+                    % core['baseline'], '',
+                    'Module CPU ms of each, and after/before. The change must not slow the no-change run.', '',
+                    '| N | run | before: module CPU ms | after: module CPU ms | after/before |',
+                    '|---:|---|---:|---:|---:|']
+            for row, old in zip(rows, core['before']):
+                for step in ('apply', 'nochange'):
+                    a, b = row['module_' + step]['cpu'], old['module_' + step]['cpu']
+                    out.append('| %s | %s | %.1f | %.1f | %s |'
+                               % (_n(row['size']), 'apply from scratch' if step == 'apply' else 'no-change rerun',
+                                  b * 1e3, a * 1e3, _x(_ratio(a, b))))
         out.append('')
         out.append('Commands the module ran (its `result[\'commands\']`, checked in every measured no-change run): '
                    'apply from scratch: %s; no-change: %s.'

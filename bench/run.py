@@ -763,7 +763,7 @@ def main():
         if 'ansible' in parts:
             results['ansible'] = part_ansible(sizes, backend, workdir, opts)
         if 'nftcore' in parts:
-            results['nftcore'] = nft_bench.part_nftcore(nft_sizes, opts.quick)
+            results['nftcore'] = nft_bench.part_nftcore(nft_sizes, opts.quick, baseline)
         if 'conn' in parts:
             results['conn'] = nft_bench.part_conn(nft_sizes, conn_backends,
                                                   opts.conn_reps or (3 if opts.quick else 7))
