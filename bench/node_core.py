@@ -33,11 +33,11 @@ from nsguard import refuse_unless_own_namespace  # bench/, this script's directo
 try:
     from ansible_collections.ipmasq.agent.plugins.module_utils._core import sync as _sync
     try:                        # the core in folders (policy/, iptables/, ...)
-        from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import chain as _ipt
-        from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import save as _save
-        from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import rules as _rules
-        from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import tools as _tools
-        from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import policy as _policy
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import chain as _ipt
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import save as _save
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import rules as _rules
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import tools as _tools
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import policy as _policy
     except ImportError:         # a revision with a flat _core
         from ansible_collections.ipmasq.agent.plugins.module_utils._core import (
             iptables as _ipt, iptables_save as _save, policy as _policy,

@@ -41,10 +41,10 @@ import sys
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends as _backends, sync as _sync
 try:                            # the core in folders (policy/, nftables/, node/)
-    from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables import nft_json as _nft_json
-    from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables import table as _nft
-    from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables import rules as _nft_rules
-    from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import policy as _policy
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend import nft_json as _nft_json
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend import table as _nft
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend import rules as _nft_rules
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import policy as _policy
     from ansible_collections.ipmasq.agent.plugins.module_utils._core.node import runner as _runner
 except ImportError:             # a revision with a flat _core (a --baseline before the folders)
     from ansible_collections.ipmasq.agent.plugins.module_utils._core import (

@@ -30,8 +30,8 @@ def node(args):
     from nsguard import refuse_unless_own_namespace  # pylint: disable=import-outside-toplevel
     refuse_unless_own_namespace('rule_count.py')
     from ansible_collections.ipmasq.agent.plugins.module_utils._core import sync  # pylint: disable=import-outside-toplevel
-    from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import chain as iptables  # pylint: disable=import-outside-toplevel
-    from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import policy  # pylint: disable=import-outside-toplevel
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import chain as iptables  # pylint: disable=import-outside-toplevel
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import policy  # pylint: disable=import-outside-toplevel
     from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.runner import find, make_run  # pylint: disable=import-outside-toplevel
 
     pol = policy.Policy(nonmasquerade_cidrs=['10.0.0.0/8'],

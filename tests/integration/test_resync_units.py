@@ -23,8 +23,8 @@ CORE = os.path.join(netlab.ROOT, 'plugins', 'module_utils', '_core')
 PKG = 'ansible_collections/ipmasq/agent/plugins/module_utils/_core'
 # What the resync imports: the modules the role must have installed (the
 # resync_code module installs every module of the package).
-RESYNC_NEEDS = ('resync', 'config/config', 'config/yamlsubset', 'config/golang', 'errors', 'node/fileio', 'iptables/chain',
-                'iptables/rules', 'iptables/tools', 'iptables/save', 'policy/policy', 'policy/cidrs', 'policy/ranges',
+RESYNC_NEEDS = ('resync', 'upstream_config/config', 'upstream_config/yamlsubset', 'upstream_config/golang', 'errors', 'node/fileio', 'iptables_backend/chain',
+                'iptables_backend/rules', 'iptables_backend/tools', 'iptables_backend/save', 'model/policy', 'model/cidrs', 'model/ranges',
                 'node/runner', 'sync', 'node/lock')
 
 

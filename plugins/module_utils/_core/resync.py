@@ -53,9 +53,9 @@ Standard library only.
 import os
 import sys
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy.addresses import check_snat_local
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.addresses import check_snat_local
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backends import BACKENDS, Backends, drift_words, in_sync_text, log_lines
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.config.config import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config.config import (
     DEFAULT_CONFIG_PATH,
     defaults,
     in_file_terms,
@@ -66,13 +66,13 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.config.config i
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import ConfigError, MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.fileio import atomic_write, read_regular
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.config.golang import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config.golang import (
     format_duration,
     parse_bool,
     parse_duration_ns,
 )
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables.layout import RuleLimitError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy.policy import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.layout import RuleLimitError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import (
     DEFAULT_CHAIN,
     Policy,
     parse_to_ports,

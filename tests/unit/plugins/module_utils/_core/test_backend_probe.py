@@ -28,7 +28,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._audit.report import 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends, metrics, sync
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.lock import Lock
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy.policy import Policy
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import Policy
 
 CHAIN = 'IP-MASQ-AGENT'
 LINES = ['ipv4 RETURN 10.0.0.0/8', 'ipv4 MASQUERADE']

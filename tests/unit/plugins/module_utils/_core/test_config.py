@@ -1,5 +1,5 @@
-"""The agent config file reader (module_utils/_core/config/config.py, config/yamlsubset.py and
-config/golang.py) against every form
+"""The agent config file reader (module_utils/_core/upstream_config/config.py, upstream_config/yamlsubset.py and
+upstream_config/golang.py) against every form
 of the upstream config file: the seeds' JSON and YAML, capitalised keys, Go
 durations, missing, empty and invalid files, wrong types, unknown keys.  The
 expected values come from the upstream agent's behaviour (Go's time package,
@@ -12,9 +12,9 @@ import yaml
 from hypothesis import given, settings, strategies as st
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import errors
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.config import config
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.config import golang
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.config import yamlsubset
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config import config
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config import golang
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config import yamlsubset
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 
 
@@ -609,7 +609,7 @@ _CHILD = r'''
 import json, resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import errors
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.config import config
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config import config
 try:
     config.parse_config(sys.stdin.read())
     out = ('accepted', '')
@@ -719,7 +719,7 @@ def test_a_plain_config_is_read_without_the_heavy_standard_modules():
     child = (
         'import sys\n'
         'from ansible_collections.ipmasq.agent.plugins.module_utils._core import resync\n'
-        'from ansible_collections.ipmasq.agent.plugins.module_utils._core.config import config\n'
+        'from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config import config\n'
         'text = "# Ansible managed\\nnonMasqueradeCIDRs:\\n" + "".join("  - 10.%d.0.0/16\\n" % n for n in range(200))\n'
         'text += "masqLinkLocal: false\\nresyncInterval: 60s\\ncidrLimit: 300\\n"\n'
         'settings, warnings = config.parse_config(text)\n'
@@ -770,8 +770,8 @@ def test_a_canonical_list_is_checked_once_with_the_same_outcome(entries, ipv6, r
 
 
 def test_the_policy_takes_a_canonical_list_as_checked_but_still_counts_it():
-    from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import cidrs
-    from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import policy
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import cidrs
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import policy
     settings = settings_of('nonMasqueradeCIDRs:\n  - 10.0.0.0/8\n  - 192.168.0.0/16\n')
     assert isinstance(settings['nonmasquerade_cidrs'], cidrs.CanonicalCidrs)
     assert policy.Policy(nonmasquerade_cidrs=settings['nonmasquerade_cidrs']).cidrs == {

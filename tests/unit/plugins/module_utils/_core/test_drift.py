@@ -5,9 +5,9 @@ ipv4.drift and nftables.drift are checked in tests/integration
 from test_nftables import IFACES, _one_interface_less, _sets_in_nft_order, listed  # pylint: disable=import-error
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends, drift
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import rules as iptables_rules
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables import table as nftables
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables import rules as nftables_rules
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import rules as iptables_rules
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend import table as nftables
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend import rules as nftables_rules
 
 A = '-A IP-MASQ-AGENT -d 10.0.0.0/8 -m comment --comment "ip-masq-agent: x" -j RETURN'
 B = '-A IP-MASQ-AGENT -d 192.0.2.0/24 -j RETURN'
