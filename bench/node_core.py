@@ -31,23 +31,15 @@ import time
 from nsguard import refuse_unless_own_namespace  # bench/, this script's directory
 
 try:
-    from ansible_collections.ipmasq.agent.plugins.module_utils._core import sync as _sync
-    try:                        # the core in folders (policy/, iptables/, ...)
-        from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import chain as _ipt
-        from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import save as _save
-        from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import rules as _rules
-        from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import tools as _tools
-        from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import policy as _policy
-    except ImportError:         # a revision with a flat _core
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core import (
+        iptables as _ipt, iptables_save as _save, policy as _policy, sync as _sync,
+    )
+    try:
         from ansible_collections.ipmasq.agent.plugins.module_utils._core import (
-            iptables as _ipt, iptables_save as _save, policy as _policy,
+            iptables_rules as _rules, iptables_tools as _tools,
         )
-        try:
-            from ansible_collections.ipmasq.agent.plugins.module_utils._core import (
-                iptables_rules as _rules, iptables_tools as _tools,
-            )
-        except ImportError:     # a revision before iptables.py was split: all in it
-            _rules = _tools = _ipt
+    except ImportError:         # a revision before iptables.py was split: all in it
+        _rules = _tools = _ipt
     _masq = None
     LAYOUT = '_core'
 except ImportError:             # an older revision: everything in _masq.py

@@ -39,17 +39,15 @@ import os
 import pstats
 import sys
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends as _backends, sync as _sync
-try:                            # the core in folders (policy/, nftables/, node/)
-    from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend import nft_json as _nft_json
-    from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend import table as _nft
-    from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend import rules as _nft_rules
-    from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import policy as _policy
-    from ansible_collections.ipmasq.agent.plugins.module_utils._core.node import runner as _runner
-except ImportError:             # a revision with a flat _core (a --baseline before the folders)
-    from ansible_collections.ipmasq.agent.plugins.module_utils._core import (
-        nft_json as _nft_json, nftables as _nft, nftables_rules as _nft_rules, policy as _policy, runner as _runner,
-    )
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import (
+    backends as _backends,
+    nft_json as _nft_json,
+    nftables as _nft,
+    nftables_rules as _nft_rules,
+    policy as _policy,
+    runner as _runner,
+    sync as _sync,
+)
 from node_core import cpu_now, interleaved, sample  # bench/, this script's directory
 from nsguard import refuse_unless_own_namespace
 

@@ -36,8 +36,8 @@ from benchlib import CHAIN, make_cidrs, median, netlab
 sys.path.insert(0, benchlib.COLLECTIONS)
 from ansible_collections.ipmasq.agent.plugins.module_utils import _resync_code  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import iptables_rules as _ipt_rules  # noqa: E402  pylint: disable=wrong-import-position
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import COMMENTS, Policy  # noqa: E402  pylint: disable=wrong-import-position
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.runner import make_run  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import COMMENTS, Policy  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.runner import make_run  # noqa: E402  pylint: disable=wrong-import-position
 
 FULL_SIZES = (3, 100, 1000, 5000)
 QUICK_SIZES = (3, 100)

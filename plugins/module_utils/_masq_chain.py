@@ -10,10 +10,10 @@
 Standard library only: this file runs on managed nodes.
 """
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.addresses import check_snat_local
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.addresses import check_snat_local
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backends import Backends, check_backend, diff_text
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.options import DEFAULTS, POLICY_OPTIONS
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import Policy, validate_chain_name
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import DEFAULTS, POLICY_OPTIONS
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy, validate_chain_name
 from ansible_collections.ipmasq.agent.plugins.module_utils._msg import chain_msg
 
 

@@ -53,7 +53,7 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, 'O_NOFOLLOW', 
 def package_sources():
     """``{name: bytes}`` of every module of the core package and of its
     subpackages (``name`` relative to the package, ``/`` between folders:
-    ``sync.py``, ``model/__init__.py``), read through the package's own
+    ``sync.py``, ``policy/__init__.py``), read through the package's own
     loader (a zip or a directory)."""
     import importlib  # pylint: disable=import-outside-toplevel
 

@@ -79,7 +79,7 @@ written:
   returned: always
   type: list
   elements: str
-  sample: [model/policy.py, sync.py]
+  sample: [policy.py, sync.py]
 removed:
   description: Files of the installed version that the new one no longer has (or would not have).
   returned: always

@@ -47,16 +47,16 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.ipmasq.agent.plugins.filter.go_duration import go_duration
 from ansible_collections.ipmasq.agent.plugins.filter.nonmasq_guard import nonmasq_guard
 from ansible_collections.ipmasq.agent.plugins.filter.snat_to import snat_to
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.cidrs import over_limit
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.cidrs import over_limit
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.allow import parse_allow
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.intervals import cidr_interval, merge
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.options import OPTIONS, POLICY_OPTIONS, role_variable
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.intervals import cidr_interval, merge
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import OPTIONS, POLICY_OPTIONS, role_variable
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import (
     Policy, cidr_family, extensions_given, is_interface_name, masquerade_conflicts, missing_source_families,
     outside_kept, parse_to_ports, shadowed_by_link_local, validate_chain_name,
 )
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.ranges import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.ranges import (
     DEFAULT_NONMASQ_CIDRS, LINK_LOCAL, RESERVED_RANGES,
 )
 

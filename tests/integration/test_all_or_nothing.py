@@ -21,7 +21,7 @@ from ansible.module_utils.testing import patch_module_args
 
 from ipmasq_lab import netlab
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.runner import make_run
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.runner import make_run
 from ansible_collections.ipmasq.agent.plugins.modules import ip_masq_node
 
 COLLECTIONS = os.path.join(netlab.ROOT, 'build', 'collections')
@@ -250,7 +250,7 @@ ENOSPC = r'''
 import hashlib, os
 from ansible_collections.ipmasq.agent.plugins.module_utils import _resync_code
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.runner import make_run
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.runner import make_run
 lib, layout = given['lib'], given['layout']
 sources = _resync_code.package_sources()
 old = {name: data + b'# the old code\n' for name, data in sources.items()}

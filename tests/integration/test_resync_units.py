@@ -23,15 +23,14 @@ CORE = os.path.join(netlab.ROOT, 'plugins', 'module_utils', '_core')
 PKG = 'ansible_collections/ipmasq/agent/plugins/module_utils/_core'
 # What the resync imports: the modules the role must have installed (the
 # resync_code module installs every module of the package).
-RESYNC_NEEDS = ('resync', 'upstream_config/config', 'upstream_config/yamlsubset', 'upstream_config/golang', 'errors', 'node/fileio', 'iptables_backend/chain',
-                'iptables_backend/rules', 'iptables_backend/tools', 'iptables_backend/save', 'model/policy', 'model/cidrs', 'model/ranges',
-                'node/runner', 'sync', 'node/lock')
+RESYNC_NEEDS = ('resync', 'config', 'yamlsubset', 'golang', 'errors', 'fileio', 'iptables', 'iptables_rules', 'iptables_tools', 'iptables_save',
+                'policy', 'cidrs', 'ranges', 'runner', 'sync', 'lock')
 
 
 def install_core(lib):
     """The core package as the resync_code module installs it (its installer, from the source tree)."""
     from ansible_collections.ipmasq.agent.plugins.module_utils import _resync_code  # pylint: disable=import-outside-toplevel
-    from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.runner import make_run  # pylint: disable=import-outside-toplevel
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core.runner import make_run  # pylint: disable=import-outside-toplevel
     _resync_code.install(str(lib), _resync_code.package_sources(), make_run(), '/usr/bin/python3')
 
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.options import OPTIONS
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import OPTIONS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ROLE = os.path.join(ROOT, 'roles', 'ip_masq')

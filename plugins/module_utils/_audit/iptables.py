@@ -29,12 +29,12 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._audit.walk import (
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.report import UNAUDITED
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import AuditFinding, AuditTable
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.flavours import FLAVOUR_TOOLS
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.backend import IptablesOnPath
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_flavours import FLAVOUR_TOOLS
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_iptables import IptablesOnPath
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.save import TARGET_FLAGS
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.tools import PROC_TABLES, legacy_nat_exists
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import sub_chain_names
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import TARGET_FLAGS
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import PROC_TABLES, legacy_nat_exists
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import sub_chain_names
 
 # What removes ours from the flavour whose tools are not on PATH, by who
 # applies the policy (``report.offender_lines``' advice).

@@ -22,9 +22,9 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._audit.conds import C
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.owners import OURS
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.walk import SNAT_TARGETS, bfs, gated_before, source
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import AuditFinding, AuditTable
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.backend import Nftables
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_nftables import Nftables
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.nft_json import involves, render_expr, render_rule
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import involves, render_expr, render_rule
 
 NFT_FAMILIES = {'ip': 'ipv4', 'ip6': 'ipv6', 'inet': 'inet'}
 # The IP families the rules of a table of each nft family can act on.

@@ -22,7 +22,7 @@ import ipaddress
 import re
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.conds import net
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import OUR_COMMENT_PREFIX
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import OUR_COMMENT_PREFIX
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import registry
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.owner import Owner
 

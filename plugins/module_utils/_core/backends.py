@@ -6,8 +6,8 @@
 # NOTE: private to the ipmasq.agent collection; not a public API.
 """Which backend holds the policy on a node, and the switch between them.
 
-``backend``: ``iptables`` (``iptables_backend/chain.py``: the chain and its POSTROUTING
-jump), ``nftables`` (``nftables_backend/table.py``: the table ``inet <chain in lower
+``backend``: ``iptables`` (``iptables.py``: the chain and its POSTROUTING
+jump), ``nftables`` (``nftables.py``: the table ``inet <chain in lower
 case>``) or ``auto``, which never moves a node by itself:
 
 1. a node with our iptables chain (IPv4 or IPv6) stays on iptables;
@@ -22,15 +22,15 @@ removed, and when a step of a switch fails the steps already written are
 undone, so that a node is never left with neither policy, nor with both.
 Looking costs next to nothing: the kernel is asked over nfnetlink whether
 our table (from an iptables run) or iptables-nft's chain of ours (from an
-nftables run) exists (``node/nfnetlink.py``), /proc says whether a legacy nat
+nftables run) exists (``nfnetlink.py``), /proc says whether a legacy nat
 table exists at all, and a tool runs only when something is there.
 ``state=absent`` removes ours from both.
 
 The backends (``backend.Backend``) are registered in :data:`REGISTRY`, in
 the order they are tried, planned and reported: ``iptables``
-(``iptables_backend/backend.py``), ``nftables`` (``nftables_backend/backend.py``), and the
+(``backend_iptables.py``), ``nftables`` (``backend_nftables.py``), and the
 two iptables flavours, ``iptables-legacy`` and ``iptables-nft``
-(``iptables_backend/flavours.py``), which do not write: they only hold ours to remove.
+(``backend_flavours.py``), which do not write: they only hold ours to remove.
 A backend is new files plus one line here (or, for a test's backend, one
 call of :func:`register`): every consumer of a run's result (diff mode,
 the msg, the resync's journal, the metrics, the SNAT report, the role's
@@ -44,21 +44,21 @@ PATH write to one; every run also looks for ours in the other one (a legacy
 nat table that /proc lists, iptables-nft's chain that the kernel holds),
 reads it with that flavour's own tools (``iptables-legacy-save``,
 ``iptables-nft-save``) and removes it in the same run
-(``iptables_backend/flavours.py``).  Where those tools are
-not installed, a chain of ours the kernel holds there (``iptables_backend/xtables_kernel.py``
+(``backend_flavours.py``).  Where those tools are
+not installed, a chain of ours the kernel holds there (``xtables_kernel.py``
 asks it, for legacy) is an error that says where it is and how to remove it.
 
 Standard library only: this file runs on managed nodes.
 """
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.node import nfnetlink
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import nfnetlink
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Backend, Node, NodeReading
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.flavours import IptablesLegacy, IptablesNft
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.backend import IptablesOnPath
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.backend import Nftables
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_flavours import IptablesLegacy, IptablesNft
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_iptables import IptablesOnPath
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_nftables import Nftables
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.tools import read_proc
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import validate_chain_name
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import read_proc
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import validate_chain_name
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import locked as sync_locked
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import Plan
 

@@ -37,7 +37,7 @@ Standard library only (``os``, ``time``): this file runs on managed nodes.
 import os
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.fileio import atomic_write, read_regular
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import atomic_write, read_regular
 
 FILE_NAME = 'ip_masq_agent.prom'
 PREFIX = 'ip_masq_agent_'

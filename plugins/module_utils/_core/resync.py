@@ -53,9 +53,9 @@ Standard library only.
 import os
 import sys
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.addresses import check_snat_local
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.addresses import check_snat_local
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backends import BACKENDS, Backends, drift_words, in_sync_text, log_lines
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config.config import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.config import (
     DEFAULT_CONFIG_PATH,
     defaults,
     in_file_terms,
@@ -65,20 +65,20 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config
     render_config,
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import ConfigError, MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.fileio import atomic_write, read_regular
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config.golang import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import atomic_write, read_regular
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.golang import (
     format_duration,
     parse_bool,
     parse_duration_ns,
 )
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.layout import RuleLimitError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_layout import RuleLimitError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import (
     DEFAULT_CHAIN,
     Policy,
     parse_to_ports,
     validate_chain_name,
 )
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.runner import find, make_run
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.runner import find, make_run
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import sync
 
 PROG = 'ip-masq-agent'

@@ -30,7 +30,7 @@ Standard library only: this file runs on managed nodes.
 """
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.lock import Lock
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.lock import Lock
 
 
 class _NoLock:

@@ -40,7 +40,7 @@ import os
 import stat
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.fileio import atomic_write, remove_quietly
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import atomic_write, remove_quietly
 
 # What a file step's write or undo may raise (MasqError: AnsibleModule's atomic_move, through files.Writer).
 FILE_ERRORS = (MasqError, IOError, OSError)

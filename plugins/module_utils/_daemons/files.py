@@ -51,7 +51,7 @@ import os
 import time
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.fileio import atomic_write, remove_quietly, write_temp
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import atomic_write, remove_quietly, write_temp
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import (
     Failed, FileStep, Plan, StageStep, Step, left_edited, reason,
 )

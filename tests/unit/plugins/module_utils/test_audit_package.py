@@ -11,12 +11,10 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._audit.node import au
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit import owners
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.iptables import read_nat
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.conds import Cond
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import save as iptables_save
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import tools as iptables_tools
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends, iptables_save, iptables_tools
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Backend
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.tools import NftTools
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_tools import NftTools
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import docker_daemon, flannel_daemon
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'snat_audit_data')

@@ -8,7 +8,7 @@ import pytest
 
 from ansible_collections.ipmasq.agent.plugins.module_utils import _resync_code
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.runner import make_run
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.runner import make_run
 
 
 def listing(top):

@@ -27,8 +27,8 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._audit import node as
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.report import offender_lines
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends, metrics, sync
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.lock import Lock
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import Policy
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.lock import Lock
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy
 
 CHAIN = 'IP-MASQ-AGENT'
 LINES = ['ipv4 RETURN 10.0.0.0/8', 'ipv4 MASQUERADE']

@@ -1,19 +1,12 @@
 """Unit tests of the pure logic of the core (module_utils/_core): validation
-(pol.py, model/cidrs.py), rule rendering and planning (iptables_backend/chain.py), reading
-iptables-save text (iptables_backend/save.py) and the read -> plan -> write loop
+(pol.py, cidrs.py), rule rendering and planning (iptables.py), reading
+iptables-save text (iptables_save.py) and the read -> plan -> write loop
 (sync.py).  The behaviour on real iptables is proven in tests/integration."""
 import types
 
 import pytest
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import errors
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import cidrs
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import chain as iptables
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import rules as iptables_rules
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import save as iptables_save
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import tools as iptables_tools
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import policy
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import ranges
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import cidrs, errors, iptables, iptables_rules, iptables_save, iptables_tools, policy, ranges
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import sync as core_sync
 
 m = types.SimpleNamespace(

@@ -10,13 +10,17 @@ import stat
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends, metrics as m, resync as r
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import chain as iptables
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import rules as iptables_rules
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import save as iptables_save
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend import table as nftables
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend import rules as nftables_rules
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import policy
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import (
+    backends,
+    iptables,
+    iptables_rules,
+    iptables_save,
+    metrics as m,
+    nftables,
+    nftables_rules,
+    policy,
+    resync as r,
+)
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 
 T0 = 1764000000.25

@@ -1,5 +1,5 @@
 """Unit tests of the nftables backend's pure logic (module_utils/_core/
-nftables_backend/table.py, backends.py, node/nfnetlink.py, and the undo of sync.py): address
+nftables.py, backends.py, nfnetlink.py, and the undo of sync.py): address
 intervals, the table a policy wants, comparing a listing with it, choosing
 a backend, and the netlink messages.  What these do on a real kernel is
 proven in tests/integration (test_masq_chain.py, test_backends.py,
@@ -12,14 +12,9 @@ import struct
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends, transaction
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import intervals
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.node import nfnetlink
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend import table as nftables
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend import rules as nftables_rules
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import policy
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends, intervals, nfnetlink, nftables, nftables_rules, policy, transaction
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.nft_json import parse_nft
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import parse_nft
 
 RET = 'return comment "ip-masq-agent: cluster-local traffic should not be subject to MASQUERADE"'
 MASQ = ('comment "ip-masq-agent: outbound traffic should be subject to MASQUERADE (this match must come after '

@@ -1,5 +1,5 @@
 """Unit tests of looking for ours in the iptables flavour the tools on PATH
-do not write to (backends.py, iptables_backend/xtables_kernel.py): the flavour's own tool
+do not write to (backends.py, xtables_kernel.py): the flavour's own tool
 names, the error that says where ours is and how to remove it, reading a
 legacy table's chains from the kernel's entries, and the choices made on a
 faked node.  The same on a real kernel: tests/integration/test_ours_everywhere.py."""
@@ -7,10 +7,7 @@ import struct
 
 import pytest
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends, sync
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import flavours as backend_flavours
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import policy
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import xtables_kernel
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import backend_flavours, backends, policy, sync, xtables_kernel
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 
 CHAIN = 'IP-MASQ-AGENT'

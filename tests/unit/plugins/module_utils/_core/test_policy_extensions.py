@@ -1,7 +1,7 @@
 """Unit tests of the extensions' pure logic (issue 11): the options'
-validation (model/policy.py), the rules each backend wants for them
+validation (policy.py), the rules each backend wants for them
 (iptables_rules.chain_rules, nftables_rules.Desired), the config file's extension keys
-(upstream_config/config.py) and the node's own addresses for snat_to (model/addresses.py), read
+(config.py) and the node's own addresses for snat_to (addresses.py), read
 from fixed /proc texts.  The expected rules are written out by hand from the
 semantics of the options; tests/integration/test_extensions.py proves them
 against the real tools."""
@@ -10,12 +10,9 @@ import ipaddress
 
 import pytest
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import addresses
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config import config
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import rules as iptables_rules
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend import rules as nftables_rules
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import addresses, config, iptables_rules, nftables_rules
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import ConfigError, MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import Policy
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy
 
 CHAIN = 'IP-MASQ-AGENT'
 NOT_LOCAL = '-m addrtype ! --dst-type LOCAL'
@@ -320,7 +317,7 @@ def test_nft_render_desired_shows_the_extension_sets_and_gates():
 
 
 # --------------------------------------------------------------------------
-# upstream_config/config.py: the extension keys
+# config.py: the extension keys
 # --------------------------------------------------------------------------
 
 def test_config_extension_keys_are_read():
@@ -394,7 +391,7 @@ def test_render_config_writes_the_extension_keys_only_when_set():
 
 
 # --------------------------------------------------------------------------
-# model/addresses.py: the node's own addresses, from /proc texts
+# addresses.py: the node's own addresses, from /proc texts
 # --------------------------------------------------------------------------
 
 # /proc/net/fib_trie of a node with 127.0.0.0/8 on lo, 203.0.113.7 and .8 on

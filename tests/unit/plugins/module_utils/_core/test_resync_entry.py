@@ -9,7 +9,7 @@ import pytest
 
 from ansible_collections.ipmasq.agent.plugins.module_utils import _resync_code
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import resync as r
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.runner import make_run
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.runner import make_run
 
 
 def test_defaults_mirror_upstream_and_the_role():

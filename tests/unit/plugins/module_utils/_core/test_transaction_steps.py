@@ -12,7 +12,7 @@ import pytest
 
 from ansible_collections.ipmasq.agent.plugins.module_utils import _resync_code
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.runner import make_run
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.runner import make_run
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import (
     AttrStep, ContentStep, DirStep, Failed, Plan, RemoveStep, Step,
 )
@@ -92,7 +92,6 @@ def test_the_resync_codes_switch_switches_back(tmp_path, layout):
     elif layout == 'flat':
         os.makedirs(link)
         for name, data in sources.items():
-            os.makedirs(os.path.dirname(os.path.join(link, name)), exist_ok=True)
             with open(os.path.join(link, name), 'wb') as handle:
                 handle.write(data)
     else:

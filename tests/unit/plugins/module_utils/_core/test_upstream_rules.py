@@ -1,6 +1,6 @@
 """Parity with the upstream agent (kubernetes-sigs/ip-masq-agent v2.12), pure logic:
-rule_format upstream (model/policy.py, iptables_backend/chain.py), the config file read as upstream
-reads it in every format (upstream_config/config.py, upstream_config/yamlsubset.py), the resync's --rule-format.
+rule_format upstream (policy.py, iptables.py), the config file read as upstream
+reads it in every format (config.py, yamlsubset.py), the resync's --rule-format.
 Expected texts are written out from upstream's cmd/ip-masq-agent/ip-masq-agent.go
 and ip-masq-agent_test.go; expected YAML values from PyYAML (a reference reader
 that, like go-yaml, resolves anchors and reads the first document only with
@@ -8,14 +8,8 @@ safe_load of that document).  Real iptables: tests/integration/test_upstream_par
 import pytest
 import yaml
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import cidrs
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config import config
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import chain as iptables
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import rules as iptables_rules
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import save as iptables_save
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import policy
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import resync
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config import yamlsubset
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import cidrs, config, iptables, iptables_rules, iptables_save, policy
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import resync, yamlsubset
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import ConfigError, MasqError
 from test_config import _plain_python as plain  # pylint: disable=import-error
 

@@ -5,8 +5,8 @@ packets: tests/integration/test_cni.py."""
 import pytest
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.save import parse_save
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.nft_json import parse_nft
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import parse_save
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import parse_nft
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import cni, cni_daemon
 
 CONTAINERD = '''{

@@ -20,8 +20,8 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._audit.judge import a
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.nftables import ruleset_finding
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import sync
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.lock import Lock
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.nft_json import parse_nft
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.lock import Lock
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import parse_nft
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import base, docker, flannel
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'snat_audit_data')

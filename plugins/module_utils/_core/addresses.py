@@ -16,12 +16,12 @@ Standard library only: this file runs on managed nodes.
 """
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.intervals import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.intervals import (
     address_number,
     merge,
     number_address,
 )
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import snat_text
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import snat_text
 
 FIB_TRIE = '/proc/net/fib_trie'
 IF_INET6 = '/proc/net/if_inet6'

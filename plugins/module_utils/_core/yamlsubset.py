@@ -35,7 +35,7 @@ Standard library only: this file runs on managed nodes.
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import ConfigError, quote
 
 # The deepest nesting of lists and mappings read (a config file needs 2), for
-# YAML here and for JSON (upstream_config/config.py).
+# YAML here and for JSON (config.py).
 MAX_DEPTH = 32
 # The most values that aliases may bring in, in all: a legitimate file
 # repeats a list or two; a bomb (9 aliases of 9 aliases of ...) is refused.

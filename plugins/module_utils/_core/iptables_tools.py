@@ -5,15 +5,15 @@
 #
 # NOTE: private to the ipmasq.agent collection; not a public API.
 """The node's iptables tools, per family: ``iptables-save -t nat`` read
-(``iptables_backend/save.py`` parses it) and ``iptables-restore --noflush`` written,
+(``iptables_save.py`` parses it) and ``iptables-restore --noflush`` written,
 argv lists through the injected ``run``, never a shell.
 
 Standard library only: this file runs on managed nodes.
 """
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.save import parse_save, parse_version
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import FAMILIES
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import parse_save, parse_version
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import FAMILIES
 
 RESTORE_WAIT_SECONDS = 30
 # The legacy (x_tables) tables the kernel has made, per family: a legacy nat

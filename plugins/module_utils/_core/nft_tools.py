@@ -5,20 +5,20 @@
 #
 # NOTE: private to the ipmasq.agent collection; not a public API.
 """The node's ``nft``: listings and transactions in libnftables JSON on
-stdin (``nft -j -f -``; ``nftables_backend/nft_json.py`` parses what it prints), argv lists
+stdin (``nft -j -f -``; ``nft_json.py`` parses what it prints), argv lists
 through the injected ``run``, never a shell.
 
 Standard library only: this file runs on managed nodes.
 """
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.nft_json import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import (
     NftTable,
     documents,
     parse_nft,
     version as nft_version,
 )
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.rules import FAMILY, table_label
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_rules import FAMILY, table_label
 
 # What nft says when the table asked for does not exist.
 _NO_TABLE = 'No such file or directory'

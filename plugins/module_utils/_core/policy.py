@@ -11,9 +11,9 @@
 """The SNAT policy: what a node should do, validated, and nothing about how.
 
 A :class:`Policy` is data only: the meaning (what is kept, rewritten, to
-what, for whom).  Each backend holds its spelling: ``iptables_backend/rules.py`` and
-``iptables_backend/layout.py`` (its rule forms, counts, limit and version quirks),
-``nftables_backend/rules.py``.  The module, the role and the node-side resync all build
+what, for whom).  Each backend holds its spelling: ``iptables_rules.py`` and
+``iptables_layout.py`` (its rule forms, counts, limit and version quirks),
+``nftables_rules.py``.  The module, the role and the node-side resync all build
 one here.  The rule comments stay here: both backends write them.
 
 Standard library only: this file runs on managed nodes.
@@ -21,28 +21,28 @@ Standard library only: this file runs on managed nodes.
 
 import zlib
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.cidrs import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.cidrs import (
     DEFAULT_CIDR_LIMIT,
     is_default_list,
     parse_cidrs,
 )
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import layout as iptables_layout
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import iptables_layout
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.layout import RESERVED_TARGETS, SUB_CHAINS
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.intervals import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_layout import RESERVED_TARGETS, SUB_CHAINS
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.intervals import (
     address_number,
     cidr_interval,
     covered,
     merge,
     number_address,
 )
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.ranges import LINK_LOCAL
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.ranges import LINK_LOCAL
 
 DEFAULT_CHAIN = 'IP-MASQ-AGENT'
 FAMILIES = (4, 6)
 JUMP_POSITIONS = ('append', 'first')
 # docs: the rules as the Kubernetes docs (and the seed listings) show them;
-# upstream: as the current upstream agent (v2.12) writes them (iptables_backend/rules.py).
+# upstream: as the current upstream agent (v2.12) writes them (iptables_rules.py).
 RULE_FORMATS = ('docs', 'upstream')
 
 CHAIN_NAME_MAX = 28  # XT_EXTENSION_MAXNAMELEN - 1

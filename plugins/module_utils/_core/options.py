@@ -28,7 +28,7 @@ Standard library only, and cheap: the resync imports this on every cycle
 (plain tuples and one small class; nothing is compiled at import).
 """
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.ranges import DEFAULT_NONMASQ_CIDRS
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.ranges import DEFAULT_NONMASQ_CIDRS
 
 
 class Option:
@@ -36,7 +36,7 @@ class Option:
     option has no role variable, config-file key or upstream flag;
     ``module`` is False for a setting that is no module option (the resync
     interval: the role's timer and the config file only).  ``check`` names
-    the core rule that validates the value (``model/policy.py`` unless said)."""
+    the core rule that validates the value (``policy.py`` unless said)."""
 
     __slots__ = ('name', 'type', 'elements', 'default', 'choices', 'role', 'key', 'extension', 'flag',
                  'module', 'role_default', 'check', 'doc', 'version_added')

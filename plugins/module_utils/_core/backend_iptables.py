@@ -5,8 +5,8 @@
 #
 # NOTE: private to the ipmasq.agent collection; not a public API.
 """The ``iptables`` backend (``backend.Backend``): the chain and its
-POSTROUTING jump, written with the iptables tools on PATH (``iptables_backend/chain.py``
-holds the rules; whichever flavour those tools are, ``iptables_backend/flavours.py``
+POSTROUTING jump, written with the iptables tools on PATH (``iptables.py``
+holds the rules; whichever flavour those tools are, ``backend_flavours.py``
 looks in the other one).
 
 Standard library only: this file runs on managed nodes.
@@ -15,10 +15,10 @@ Standard library only: this file runs on managed nodes.
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import drift as rule_drift
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Backend
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.chain import IptablesBackend, ours_elsewhere
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.rules import diff_text
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.tools import TOOLS, Tools, legacy_nat_exists
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import FAMILIES
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend, ours_elsewhere
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_rules import diff_text
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import TOOLS, Tools, legacy_nat_exists
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import FAMILIES
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.result_words import did, plural
 
 NOT_FOUND = 'iptables-save/iptables-restore not found: no iptables chain to remove.'
@@ -34,7 +34,7 @@ class IptablesState:
 
 class IptablesShared:
     """What the iptables backends (the tools on PATH, ``IptablesOnPath``, and
-    the flavours, ``iptables_backend/flavours.py``) read together in one run; each
+    the flavours, ``backend_flavours.py``) read together in one run; each
     reaches it with ``reading.share(IptablesShared)``."""
 
     def __init__(self):

@@ -8,7 +8,7 @@
 
 Upstream (``cmd/ip-masq-agent``) reads ``/etc/config/ip-masq-agent``: a file
 whose first non-blank character is ``{`` is JSON, anything else is YAML
-(go-yaml v2, see ``upstream_config/yamlsubset.py``), converted to JSON and decoded into::
+(go-yaml v2, see ``yamlsubset.py``), converted to JSON and decoded into::
 
     nonMasqueradeCIDRs  []string   replaces the default 10/8, 172.16/12, 192.168/16
     masqLinkLocal       bool       default false
@@ -33,7 +33,7 @@ error, a missing file means the defaults, an empty file means the defaults.
 Standard library only: this file runs on managed nodes (the role's resync).
 """
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.cidrs import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.cidrs import (
     DEFAULT_CIDR_LIMIT,
     CanonicalCidrs,
     canonical_ipv4_cidr,
@@ -44,15 +44,15 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.cidrs imp
     parse_cidrs,
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import ConfigError, MasqError, quote
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.fileio import read_regular
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config.golang import format_duration, parse_duration_ns
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.options import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import read_regular
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.golang import format_duration, parse_duration_ns
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import (
     CONFIG_FIELDS,
     EXTENSION_DEFAULTS,
     EXTENSION_FIELDS,
     OPTIONS,
 )
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config.yamlsubset import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.yamlsubset import (
     DEPTH_REASON,
     INT64_MIN,
     MAX_DEPTH,
@@ -70,7 +70,7 @@ MAX_CONFIG_BYTES = 1024 * 1024
 # ignores, as it ignores every key it does not know.  The settings hold an
 # extension only when the file sets it, and a file is written with the ones
 # set, so a file without them is the upstream file byte for byte.  Both come
-# from the options table (model/options.py).
+# from the options table (options.py).
 _FOLDED = dict((key.casefold(), (key, ours)) for key, ours in CONFIG_FIELDS + EXTENSION_FIELDS)
 
 _KEY_CHARS = frozenset('abcdefghijklmnopqrstuvwxyz0123456789')

@@ -12,9 +12,9 @@
 """The iptables backend: the policy as the nat chain IP-MASQ-AGENT and its
 POSTROUTING jump, exactly as the Kubernetes ip-masq-agent writes them.
 
-* render: the chain's rules and the jump (``iptables_backend/rules.py``);
+* render: the chain's rules and the jump (``iptables_rules.py``);
 * read: one ``iptables-save -t nat`` per family with the node's tools
-  (``iptables_backend/tools.py``; ``iptables_backend/save.py`` parses it);
+  (``iptables_tools.py``; ``iptables_save.py`` parses it);
 * plan: what to change, per family, so that the chain equals the policy and
   exactly one correct jump leads to it;
 * apply: one ``iptables-restore --noflush`` transaction per family (the one
@@ -28,8 +28,8 @@ Standard library only: this file runs on managed nodes.
 """
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.layout import RANDOM_FULLY_SINCE, IptablesLayout
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.rules import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_layout import RANDOM_FULLY_SINCE, IptablesLayout
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_rules import (
     chain_drift,
     chains,
     drop_lines,
@@ -38,8 +38,8 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backen
     same_rule,
     same_rules,
 )
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.tools import TOOLS, missing_tools, payload, tools_for
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import TOOLS, missing_tools, payload, tools_for
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import (
     BUILTIN_CHAINS,
     FAMILIES,
     OUR_COMMENT_PREFIX,

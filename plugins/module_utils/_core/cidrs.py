@@ -15,8 +15,8 @@ Standard library only: this file runs on managed nodes.
 """
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.intervals import BITS, merge
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.ranges import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.intervals import BITS, merge
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.ranges import (
     DEFAULT_NONMASQ_CIDRS,
     RESERVED_RANGES,
 )
@@ -136,7 +136,7 @@ def parse_cidrs(cidrs, ipv6=False, cidr_limit=DEFAULT_CIDR_LIMIT, reserved=False
     if cidrs is None:
         cidrs = list(DEFAULT_NONMASQ_CIDRS)
     if isinstance(cidrs, CanonicalCidrs) and not reserved:
-        # Checked already, entry by entry (upstream_config/config.py); what the loop below would return.
+        # Checked already, entry by entry (config.py); what the loop below would return.
         _check_limit(name, len(cidrs), cidr_limit)
         return {4: list(cidrs), 6: []}, []
     if not isinstance(cidrs, (list, tuple)):

@@ -6,7 +6,7 @@
 # NOTE: private to the ipmasq.agent collection; not a public API.
 """The ``nftables`` backend (``backend.Backend``): our own table ``inet <chain
 in lower case>``, written in one ``nft -j -f -`` transaction
-(``nftables_backend/rules.py`` spells the table, ``nftables_backend/table.py`` plans, ``nftables_backend/tools.py``
+(``nftables_rules.py`` spells the table, ``nftables.py`` plans, ``nft_tools.py``
 runs nft).
 
 Standard library only: this file runs on managed nodes.
@@ -15,11 +15,9 @@ Standard library only: this file runs on managed nodes.
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import drift as rule_drift
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Backend
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.tools import NftTools, missing_nft
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.table import (
-    carries_our_comment, plan_absent, plan_present, remove_others, table_drift,
-)
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.rules import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_tools import NftTools, missing_nft
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables import carries_our_comment, plan_absent, plan_present, remove_others, table_drift
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_rules import (
     CHAIN,
     FAMILY,
     Desired,

@@ -4,10 +4,10 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 #
 # NOTE: private to the ipmasq.agent collection; not a public API.
-"""The nftables backend's decisions: whether our table (``nftables_backend/rules.py``
+"""The nftables backend's decisions: whether our table (``nftables_rules.py``
 spells it) is as the policy wants it, and the plan that makes it so.
 
-* read: one ``nft -j`` listing of the table (``nftables_backend/tools.py``; ``nftables_backend/nft_json.py``
+* read: one ``nft -j`` listing of the table (``nft_tools.py``; ``nft_json.py``
   parses it);
 * plan: compare the table with the policy: its sets as address intervals
   (what the kernel keeps after merging), its rules as nft prints them;
@@ -20,9 +20,9 @@ Standard library only: this file runs on managed nodes.
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.drift import compare
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.intervals import BITS, merge
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.nft_json import render_rule
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.rules import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.intervals import BITS, merge
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import render_rule
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_rules import (
     ADDR_TYPES,
     CHAIN,
     PRIORITY,
@@ -38,7 +38,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backen
     replace_commands,
     table_label,
 )
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import OUR_COMMENT_PREFIX
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import OUR_COMMENT_PREFIX
 
 
 # --------------------------------------------------------------------------

@@ -9,25 +9,25 @@
 
 iptables comes in two flavours, each with nat tables of its own in the
 kernel: legacy (x_tables) and iptables-nft (nf_tables).  The tools on PATH
-write to one (``iptables_backend/backend.py``); each flavour backend looks for ours
+write to one (``backend_iptables.py``); each flavour backend looks for ours
 in its own flavour when that is not the one on PATH (a legacy nat table that
 /proc lists, iptables-nft's chain that the kernel holds), reads it with that
 flavour's own tools (``iptables-legacy-save``, ``iptables-nft-save``) and
 removes it in the same run.  Where those tools are not installed, a chain of
-ours the kernel holds there (``iptables_backend/xtables_kernel.py`` asks it, for legacy) is
+ours the kernel holds there (``xtables_kernel.py`` asks it, for legacy) is
 an error that says where it is and how to remove it.
 
 Standard library only: this file runs on managed nodes.
 """
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import xtables_kernel
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import xtables_kernel
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Backend
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.backend import IptablesShared
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_iptables import IptablesShared
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.chain import IptablesBackend, ours_elsewhere, others_before
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.rules import jump_spec, others_text, sub_declarations
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.tools import TOOLS, Tools, legacy_nat_exists
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import FAMILIES
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend, ours_elsewhere, others_before
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_rules import jump_spec, others_text, sub_declarations
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import TOOLS, Tools, legacy_nat_exists
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import FAMILIES
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.result_words import did
 
 # The iptables flavours (as iptables-save names them) and their own tools' prefix.

@@ -10,24 +10,24 @@ ip-masq-agent writes them and as ``iptables-save`` prints them (the form
 the Kubernetes docs show, so ``iptables -t nat -L`` matches them); the
 restore lines that delete rules and chains; rule comparison whatever the
 quoting; the diff-mode text.  Pure functions of the policy: nothing here
-runs a tool (``iptables_backend/tools.py``) or plans a change (``iptables_backend/chain.py``).
+runs a tool (``iptables_tools.py``) or plans a change (``iptables.py``).
 
 Standard library only: this file runs on managed nodes.
 """
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.drift import compare
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.layout import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_layout import (
     IptablesLayout,
     gates as policy_gates,
 )
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.save import rule_key
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.tools import TOOLS
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import rule_key
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import TOOLS
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import (
     FAMILIES,
     port_text,
     snat_text,
 )
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.ranges import CATCH_ALL
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.ranges import CATCH_ALL
 
 MASQ_PROTOCOLS = ('tcp', 'udp', 'sctp')
 

@@ -45,7 +45,7 @@ Here: the table the policy wants (``Desired``: its sets, its rules and the
 commands that add them), how nft lists a table (``render_desired``,
 ``render_live``), a rule's text whatever order its sets come in, and the
 transaction that replaces or deletes the table.  Pure functions of the
-policy: ``nftables_backend/tools.py`` runs nft, ``nftables_backend/table.py`` compares and plans.
+policy: ``nft_tools.py`` runs nft, ``nftables.py`` compares and plans.
 
 Both the transaction and the listings are libnftables JSON, so no name ever
 goes through nft's command-line parser.
@@ -53,16 +53,16 @@ goes through nft's command-line parser.
 Standard library only: this file runs on managed nodes.
 """
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.intervals import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.intervals import (
     BITS,
     address_number as _number,
     cidr_interval,
     merge,
     number_address as _address,
 )
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.nft_json import render_rule
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import validate_chain_name
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.ranges import LINK_LOCAL
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import render_rule
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import validate_chain_name
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.ranges import LINK_LOCAL
 
 FAMILY = 'inet'
 CHAIN = 'postrouting'

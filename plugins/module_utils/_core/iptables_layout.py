@@ -7,7 +7,7 @@
 """iptables' spelling of a policy (``policy.Policy`` holds its meaning): the
 pairs each rewriting rule is written for, the flat or split form and how
 many rules it takes (:class:`IptablesLayout`), the rule limit, and the first
-release with ``--random-fully``.  ``iptables_backend/chain.py`` writes the rules.
+release with ``--random-fully``.  ``iptables.py`` writes the rules.
 
 Standard library only: this file runs on managed nodes.
 """

@@ -43,7 +43,7 @@ import os
 import time
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.fileio import NotRegularFile, open_regular
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import NotRegularFile, open_regular
 
 LOCK_PATH = '/run/ipmasq-agent.lock'
 LOCK_WAIT_SECONDS = 60
