@@ -11,10 +11,16 @@ short_description: Stop CNI networks (bridge and ptp plugins) from masquerading 
 version_added: 1.2.0
 description:
   - >-
-    Sets C("ipMasq": true) to C(false) in the C(bridge) and C(ptp) plugins of every CNI network file (C(*.conf),
-    C(*.conflist), C(*.json)) in O(conf_dirs) - the default networks of containerd, CRI-O and nerdctl - keeping
-    every other byte of the file. Keys are matched as the plugins read them (any case, every duplicate). Other
-    plugins (C(portmap), C(firewall), ...) and other keys are left alone.
+    Sets C("ipMasq": true) to C(false) in the C(bridge) and C(ptp) plugins of every CNI network file in
+    O(conf_dirs) - the default networks of containerd, CRI-O and nerdctl - keeping every other byte of the file.
+    The files are those libcni loads (C(*.conf), C(*.conflist), C(*.json), dot-files too; C(.conflist) a list, the
+    others one plugin), and keys are matched as Go's encoding/json reads them (any case and Unicode case folding,
+    escapes decoded, every duplicate). Other plugins (C(portmap), C(firewall), ...) and other keys are left alone.
+  - >-
+    flannel's CNI plugin (C("type": "flannel")) sets its delegate's C(ipMasq) to the opposite of flanneld's
+    C(FLANNEL_IPMASQ) when the delegate has no such key, so with flanneld's masquerading off every new pod would be
+    masqueraded by the bridge; each delegate gets C("ipMasq": false) (a plugin without a delegate gets
+    C("delegate": {"ipMasq": false})). A delegate of another type (C(macvlan), ...) is left alone.
   - The plugins read the file on every ADD and DEL, so nothing needs a restart; new containers get no masquerade
     rule.
   - >-
@@ -58,6 +64,16 @@ options:
     description: Remove the masquerade rules the plugins wrote for running containers of the networks in O(conf_dirs).
     type: bool
     default: true
+  ipv6:
+    description:
+      - Whether the node's masquerading policy covers IPv6 (P(ipmasq.agent.masq_chain#module)'s O(ipv6), the role's
+        C(ip_masq_enable_ipv6)).
+      - When false, a network that masquerades IPv6 (from its IPAM configuration; for flannel's plugin, from
+        flanneld's subnet file), or whose address families cannot be told, is left on with a warning that names its
+        file, and none of its rules is removed; a network's C(ipMasq) is one switch for both families.
+    type: bool
+    default: false
+    version_added: 1.2.0
   root:
     description:
       - Look every file up below this directory (an image, a test tree). C(iptables-save) and C(nft) still run on
@@ -69,7 +85,9 @@ notes:
     the file that could not be written. Files are replaced through C(AnsibleModule.atomic_move), which keeps their
     SELinux context, owner and mode. A file that is immutable or append-only (C(chattr +i), C(chattr +a)) is
     refused before anything is copied or staged.
-  - A network file that is not valid JSON is an error, and nothing is changed.
+  - A network file that is not valid JSON is an error, and nothing is changed; so is a key that only Go 1.21 and
+    later read as one of the keys this module reads (spelled with C(İ) U+0130 or C(ı) U+0131), since what the runtime
+    makes of it depends on the Go it was built with.
   - A C(CNI-*) chain commented for a network that is not in O(conf_dirs) (a Kubernetes CNI of its own, another
     runtime's directory) stays; the SNAT audit (M(ipmasq.agent.snat_sources)) reports it.
 seealso:
@@ -114,13 +132,14 @@ restart_required:
   type: bool
   sample: false
 networks:
-  description: Every network file read, with its network name, its plugins' types and the plugins whose
-    C(ipMasq) was (or would be) set to false.
+  description: Every network file read, with its network name, its plugins' types, the plugins whose
+    C(ipMasq) was (or would be) set to false, and the address families its masquerading plugins masquerade
+    (null when they cannot be told).
   returned: when installed and state is present
   type: list
   elements: dict
   sample: [{path: /etc/cni/net.d/10-containerd-net.conflist, name: containerd-net, plugins: [bridge, portmap],
-            ip_masq: [bridge]}]
+            ip_masq: [bridge], families: [4]}]
 edited:
   description: Files changed (or that would be, in check mode).
   returned: always

@@ -56,6 +56,7 @@ def test_each_daemon_s_options_are_its_editor_s():
         spec = base.argument_spec(**options)
         given = [daemon.read, daemon.edit, daemon.cleanup or {}, daemon.report or {}]
         given += [{option: None} for option, _spec in daemon.variables.values()]
+        given += [{option: None} for option in daemon.policy]
         assert callable(sync) and all(set(g) <= set(spec) for g in given), daemon.name
         # A daemon whose edit needs no restart (the CNI networks) has no service.
         assert (daemon.service is None or daemon.service.endswith('.service')) and daemon.module

@@ -11,9 +11,11 @@ the network files (``*.conf``, ``*.conflist``, ``*.json`` of
 the running containers of those networks removed (names: ``cni_daemon.py``).
 
 The files are edited as text: only the ``true`` of each ``ipMasq`` of a
-bridge or ptp plugin becomes ``false``, every other byte stays.  Keys are
-matched as the plugins (Go's encoding/json) match them: case-insensitively,
-every duplicate.
+bridge or ptp plugin becomes ``false`` (and flannel's plugin's delegate gets
+``"ipMasq": false``), every other byte stays.  Which files the runtime loads
+and what their keys mean (Go's encoding/json): ``cni_network.py``.  A
+network that masquerades a family our policy does not cover (IPv6 without
+the option ``ipv6``) is left on, with its rules, and a warning.
 
 The rules: a plugin reads its network's file only on ADD and DEL, so no
 restart applies the edit; new containers get no rule, and the rules of the
@@ -37,11 +39,10 @@ carry other names and comments, are never selected):
 Standard library only: this file runs on managed nodes.
 """
 
-import json
 import os
-import re
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import module_spec
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import render_rule
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups import Backups
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import (
@@ -54,9 +55,6 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import 
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni_daemon import (
     CNI_CONF_DIR,
-    CONF_SUFFIXES,
-    MASQ_KEY,
-    MASQ_PLUGINS,
     NFT_CHAIN,
     NFT_HASH_DIGITS,
     NFT_TABLE,
@@ -64,6 +62,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni_daemon i
     comment_of,
     nft_comment_prefix,
 )
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni_network import Network, conf_paths
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import Files, check_abs, commit
 
 DAEMON = 'cni'
@@ -74,122 +73,10 @@ DAEMON = 'cni'
 CNI_OPTIONS = dict(
     conf_dirs=dict(type='list', elements='path', default=[CNI_CONF_DIR]),
     remove_stale_rules=dict(type='bool', default=True),
+    # Whether our policy covers IPv6: the policy's own option (the role's ip_masq_enable_ipv6).
+    ipv6=module_spec(('ipv6',))['ipv6'],
 )
 MODULE_SPEC = dict(dict((k, dict(COMMON_SPEC[k])) for k in ('state', 'backup_dir', 'backup', 'root')), **CNI_OPTIONS)
-
-_WS = re.compile(r'[ \t\n\r]*')
-_DECODER = json.JSONDecoder()
-
-
-# --------------------------------------------------------------------------
-# The network files, read as text with the place of every value
-# --------------------------------------------------------------------------
-
-def _members(text, i):
-    """``[(key, start, end)]`` of the object that opens at ``text[i]``."""
-    out = []
-    i = _WS.match(text, i + 1).end()
-    if text[i] == '}':
-        return out
-    while True:
-        key, i = json.decoder.scanstring(text, i + 1)
-        i = _WS.match(text, _WS.match(text, i).end() + 1).end()     # past the ':'
-        start = i
-        _value, i = _DECODER.raw_decode(text, i)
-        out.append((key, start, i))
-        i = _WS.match(text, i).end()
-        if text[i] != ',':
-            return out
-        i = _WS.match(text, i + 1).end()
-
-
-def _elements(text, i):
-    """``[(start, end)]`` of the array that opens at ``text[i]``."""
-    out = []
-    i = _WS.match(text, i + 1).end()
-    if text[i] == ']':
-        return out
-    while True:
-        start = i
-        _value, i = _DECODER.raw_decode(text, i)
-        out.append((start, i))
-        i = _WS.match(text, i).end()
-        if text[i] != ',':
-            return out
-        i = _WS.match(text, i + 1).end()
-
-
-def _last(text, members, key):
-    """The value of the last member named ``key`` (any case, as Go reads it), or None."""
-    hits = [m for m in members if m[0].lower() == key.lower()]
-    return json.loads(text[hits[-1][1]:hits[-1][2]]) if hits else None
-
-
-class Network:
-    """One network file: its name, its plugins' types, and where each
-    ``"ipMasq": true`` of a bridge or ptp plugin is written."""
-
-    def __init__(self, path, text):
-        self.path = path
-        offset = 1 if text.startswith('\ufeff') else 0
-        try:
-            data = json.loads(text[offset:])
-        except RecursionError:
-            raise MasqError('%s nests objects or lists too deeply to be read here. Nothing was changed.' % path,
-                            path=path)
-        except ValueError as e:
-            where = ' at line %d, column %d' % (e.lineno, e.colno) if hasattr(e, 'lineno') else ''
-            raise MasqError('%s is not valid JSON%s: %s. The container runtime cannot load it either; fix or '
-                            'remove the file first. Nothing was changed.'
-                            % (path, where, getattr(e, 'msg', e)), path=path)
-        if not isinstance(data, dict):
-            raise MasqError('%s must hold one JSON object ({...}), not a %s. Nothing was changed.'
-                            % (path, type(data).__name__), path=path)
-        top = _members(text, _WS.match(text, offset).end())
-        name = _last(text, top, 'name')
-        self.name = name if isinstance(name, str) else None
-        plugins = [m for m in top if m[0] == 'plugins']
-        if plugins and text[plugins[-1][1]] == '[':
-            confs = [_members(text, start) for start, _end in _elements(text, plugins[-1][1])
-                     if text[start] == '{']
-        else:
-            confs = [top]
-        self.types = []
-        self.masq = []          # (start, end) of each "ipMasq": true of a bridge or ptp plugin
-        self.masq_types = []
-        for members in confs:
-            kind = _last(text, members, 'type')
-            self.types.append(kind if isinstance(kind, str) else None)
-            if kind not in MASQ_PLUGINS:
-                continue
-            hits = [(s, e) for key, s, e in members if key.lower() == MASQ_KEY.lower() and text[s:e] == 'true']
-            if hits:
-                self.masq.extend(hits)
-                self.masq_types.append(kind)
-        self.masquerading = any(t in MASQ_PLUGINS for t in self.types)
-
-    def switched_off(self, text):
-        """``text`` with every ``"ipMasq": true`` found set to false."""
-        for start, end in sorted(self.masq, reverse=True):
-            text = text[:start] + 'false' + text[end:]
-        return text
-
-    def as_dict(self):
-        return {'path': self.path, 'name': self.name, 'plugins': self.types,
-                'ip_masq': sorted(set(self.masq_types))}
-
-
-def conf_paths(files, dirs):
-    """The network files of ``dirs``, as libcni lists them (by suffix, in name order)."""
-    out = []
-    for directory in dirs:
-        for name in files.listdir(directory):
-            path = directory.rstrip('/') + '/' + name
-            if (name.endswith(CONF_SUFFIXES) and not name.startswith('.')
-                    and not os.path.isdir(files.real(path))):
-                out.append(path)
-    return out
-
 
 # --------------------------------------------------------------------------
 # The rules
@@ -298,16 +185,20 @@ def cni_sync(params, run, find, writer, check_mode=False):
         text = files.read(path)
         if text is None:
             continue
-        net = Network(path, text)
+        net = Network(path, text, files.read)
         networks.append(net)
-        if net.masq:
+        uncovered = net.uncovered(p['ipv6'])
+        if uncovered:
+            result.warn(uncovered)
+        elif net.edits:
             files.write(path, net.switched_off(text))
-            result.msg('%s: "%s": true set to false in %s (network %s).'
-                       % (path, MASQ_KEY, ' and '.join(sorted(set(net.masq_types))), net.name))
+            result.msg('%s: %s (network %s).' % (path, net.what(), net.name))
     result['networks'] = [n.as_dict() for n in networks]
     commit(files, backups, result, check_mode, writer, p['backup'])
 
-    names = sorted(set(n.name for n in networks if n.masquerading and n.name))
+    # A network left on keeps its rules (every file of its name).
+    kept = set(n.name for n in networks if n.uncovered(p['ipv6']))
+    names = sorted(set(n.name for n in networks if n.masquerading and n.name) - kept)
     if p['remove_stale_rules'] and names:
         found = []
 

@@ -88,8 +88,10 @@ DAEMON = Daemon(
     editor=editor,
     service=None,           # the plugins read the network files on every ADD and DEL: nothing restarts
     module='cni_ip_masq',
-    description=('V(auto) sets C("ipMasq": false) in the bridge and ptp plugins of the CNI networks in '
-                 'O(ip_masq_cni_conf_dirs) and removes the masquerade rules of their running containers; V(manage) the '
+    description=('V(auto) sets C("ipMasq": false) in the bridge and ptp plugins (and the delegate of flannel\'s) of '
+                 'the CNI networks in O(ip_masq_cni_conf_dirs) and removes the masquerade rules of their running '
+                 'containers; a network that masquerades IPv6 is left on unless O(ip_masq_enable_ipv6) is true; '
+                 'V(manage) the '
                  'same, and fails where none of those directories exists; V(report) only reports what it would '
                  'change; V(skip) leaves the CNI networks alone.'),
     doc=('``"ipMasq": true`` of the bridge and ptp plugins in the CNI network files (containerd\'s, CRI-O\'s, '
@@ -99,6 +101,7 @@ DAEMON = Daemon(
     variables={'ip_masq_cni_conf_dirs': ('conf_dirs', dict(
         description='The directories of the CNI network files (the container runtime\'s CNI C(conf_dir)).',
         type='list', elements='path', default=[CNI_CONF_DIR]))},
+    policy=('ipv6',),
     read={'remove_stale_rules': True},
     edit={'remove_stale_rules': True},
 )

@@ -47,6 +47,9 @@ class Daemon:
     daemon left behind; state=present only), or None.
     ``report``: the editor options of ``ip_masq_<name>: report``, or None
     when report is the check-mode read alone (nothing written).
+    ``policy``: the policy options (``_core/options.py``) the editor takes as
+    options of the same name, from their role variables (the CNI networks:
+    ``ipv6``, whether our policy covers IPv6).
     ``deprecated``: ``{old choice: new choice}`` of the role variable, still
     accepted with a deprecation warning.
     ``description``: the role variable's description (argument spec).
@@ -54,7 +57,7 @@ class Daemon:
     ``module``: the public module that runs the same editor, or None."""
 
     def __init__(self, name, editor, service, description, doc, owner=None, default='auto', variables=None,
-                 read=None, edit=None, cleanup=None, report=None, deprecated=None, module=None):
+                 read=None, edit=None, cleanup=None, report=None, deprecated=None, module=None, policy=()):
         self.name = name
         self.editor = editor
         self.service = service
@@ -71,6 +74,7 @@ class Daemon:
         self.report = None if report is None else dict(report)
         self.deprecated = dict(deprecated or {})
         self.module = module
+        self.policy = tuple(policy)
 
     @property
     def variable(self):
@@ -86,6 +90,9 @@ class Daemon:
         state, backup_dir and the pass's own), for ``mode`` (one of
         :data:`MODES` but skip)."""
         out = dict((option, values[variable]) for variable, (option, _spec) in sorted(self.variables.items()))
+        if self.policy:
+            from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import BY_NAME  # pylint: disable=import-outside-toplevel
+            out.update((name, values[BY_NAME[name].role]) for name in self.policy)
         if mode == 'report' and self.report is not None:
             out.update(self.report)
         return out

@@ -32,7 +32,7 @@ def test_conflist_only_the_bridge_flag_changes():
     assert net.name == 'containerd-net' and net.types == ['bridge', 'portmap'] and net.masq_types == ['bridge']
     after = net.switched_off(CONTAINERD)
     assert after == CONTAINERD.replace('"ipMasq":   true', '"ipMasq":   false')
-    assert cni.Network('x.conflist', after).masq == []
+    assert cni.Network('x.conflist', after).edits == []
 
 
 def test_single_conf_any_case_every_duplicate():
@@ -47,7 +47,7 @@ def test_single_conf_any_case_every_duplicate():
     '{"name": "n", "plugins": []}',
 ])
 def test_nothing_to_switch(text):
-    assert cni.Network('n.conflist', text).masq == []
+    assert cni.Network('n.conflist', text).edits == []
 
 
 @pytest.mark.parametrize('text,words', [
