@@ -164,7 +164,8 @@ def test_bridge_network_masquerade_off_ours_decides(tools, tree, conf_dir):
             cni_chain = jump.split(' -j ')[-1]
             assert packets(topo, cni_chain, 'MASQUERADE') > 0
 
-            res = four_steps(topo, tree, {'root': tree.root})
+            # Our policy covers IPv6 here (the network is dual-stack; ipv6 false would leave it on).
+            res = four_steps(topo, tree, {'root': tree.root, 'ipv6': True})
             apply1 = res['apply1']
             assert apply1['edited'] == [CONF_DIR + '/10-imqnet.conflist']
             assert apply1['restart_required'] is False
@@ -205,7 +206,7 @@ def test_bridge_network_masquerade_off_ours_decides(tools, tree, conf_dir):
             net.delete(topo.pod, 'c3')
 
             # absent: the original file back, byte for byte.
-            res = run(topo.node, topo.backend, {'root': tree.root, 'state': 'absent'}, ['apply1', 'apply2'])
+            res = run(topo.node, topo.backend, {'root': tree.root, 'state': 'absent', 'ipv6': True}, ['apply1', 'apply2'])
             assert res['apply1']['changed'] is True and res['apply2']['changed'] is False
             assert open(net.path).read() == original
             other.delete(other_pod, 'o1')
@@ -224,7 +225,8 @@ def test_check_diff_and_all_or_nothing(tree, conf_dir):
     node, pod = netlab.Netns('node'), netlab.Netns('pod')
     net = cni.Network(node, conf_dir, NET, backend=backend, subnet6=None)
     single = os.path.join(conf_dir, '20-single.conf')
-    single_text = '{"cniVersion": "0.4.0", "name": "single", "type": "ptp", "ipMasq": true,\n "ipam": {}}\n'
+    single_text = ('{"cniVersion": "0.4.0", "name": "single", "type": "ptp", "ipMasq": true,\n '
+                   '"ipam": {"type": "host-local", "subnet": "10.244.9.0/24"}}\n')
     with open(single, 'w') as handle:
         handle.write(single_text)
     try:
@@ -290,7 +292,7 @@ def test_nftables_flavour_rules_removed_on_packets(tree, conf_dir):
     rule in masq_checks; after cni_ip_masq, only imqnet's rule is gone (the
     table, its postrouting chain and othernet's rule stay) and our nftables
     table alone decides."""
-    conf = cni.conflist(NET)
+    conf = cni.conflist(NET, subnet6=None)
     conf['plugins'][0]['ipMasqBackend'] = 'nftables'
     path = os.path.join(conf_dir, '10-imqnet.conflist')
     with open(path, 'w') as handle:
@@ -326,12 +328,16 @@ def role(topo, values, state='present'):
 
 def test_the_role_switches_the_network_off_and_its_audit_passes(tree, conf_dir):
     """The whole role (ip_masq_cni: auto, its default) on the node of a
-    running CNI pod: before, the CNI rule SNATs the pod; after, only ours
+    running dual-stack CNI pod, our policy covering IPv6 too (with
+    fd00::/8 kept): before, the CNI rule SNATs the pod; after, only ours
     decides, the audit (on_offenders fail) passes, a second run changes
-    nothing, and absent puts the network file back."""
+    nothing, and absent puts the network file back.  (With IPv6 not ours
+    the network stays on: test_cni_loading.py.)"""
     values = netlab.role_node_paths(tree.path('/node'))
     values.update(ip_masq_cni_conf_dirs=[conf_dir], ip_masq_install_packages=False, ip_masq_resync_systemctl=False,
-                  ip_masq_docker='skip', ip_masq_flannel='skip', ip_masq_kubelet='skip', ip_masq_audit='fail')
+                  ip_masq_docker='skip', ip_masq_flannel='skip', ip_masq_kubelet='skip', ip_masq_audit='fail',
+                  ip_masq_enable_ipv6=True, ip_masq_nonmasquerade_cidrs=['10.0.0.0/8', 'fd00::/8'])
+    ours = dict(OURS, external6=NODE_EXT6)
     with CniTopology.with_tools('nft', ipv6=True) as topo:
         net = cni.Network(topo.node, conf_dir, NET, backend=topo.backend)
         try:
@@ -342,7 +348,7 @@ def test_the_role_switches_the_network_off_and_its_audit_passes(tree, conf_dir):
             assert any('daemon' in name.lower() for name in changed), changed
             assert cni_masq(topo, 4) == [] and cni_masq(topo, 6) == []
             assert open(net.path).read() == original.replace('"ipMasq": true', '"ipMasq": false')
-            assert topo.probe(RECEIVERS) == OURS
+            assert topo.probe(RECEIVERS) == ours
             assert role(topo, values) == []
             role(topo, values, state='absent')
             assert open(net.path).read() == original

@@ -24,6 +24,9 @@ Go 1.21's ``foldName`` (ToUpper(ToLower(r))) folds it.
 """
 import json
 import os
+import tempfile
+
+from ipmasq_lab import cni
 
 EXTENSIONS = ('.conf', '.conflist', '.json')
 
@@ -214,3 +217,45 @@ def load(directory, flannel_ipmasq=False, flannel_subnet6=None):
             fams |= masquerading(plugin, flannel_ipmasq, flannel_subnet6)
         out[path] = fams
     return out
+
+
+# ---------------------------------------------------------------- running a file's plugins
+
+class FileNetwork(cni.Network):
+    """A network file written as given, run as the runtime reads it
+    (:func:`plugins_of`; a flannel plugin through :func:`flannel_delegate`,
+    the EMULATION of flannel's plugin's rule, with ``FLANNEL_IPMASQ`` and the
+    subnets given here), by the real plugins of /usr/lib/cni inside the node
+    namespace (``ipmasq_lab.cni.Network``'s add/delete and guard).  The file
+    text is what the editor sees; only host-local's ``dataDir`` (the leases)
+    is pointed at this network's temporary directory when a plugin is run,
+    never at /var/lib/cni."""
+
+    def __init__(self, node, conf_dir, file_name, text, backend=None, flannel_ipmasq=False,
+                 flannel_subnet4='10.244.7.0/24', flannel_subnet6=None):  # pylint: disable=super-init-not-called
+        self.node = node
+        self.backend = backend
+        self.flannel = (flannel_ipmasq, flannel_subnet4, flannel_subnet6)
+        self.state = tempfile.mkdtemp(prefix='imq-cni-state-')
+        self.path = os.path.join(conf_dir, file_name)
+        with open(self.path, 'w') as handle:
+            handle.write(text)
+        self.name = plugins_of(self.path, text)[0]
+        self.results = {}
+
+    def conf(self):
+        with open(self.path, encoding='utf-8') as handle:
+            text = handle.read()
+        name, plugins = plugins_of(self.path, text)
+        version = go_map(_pairs_typed(text)).get('cniVersion') or '0.4.0'
+        out = []
+        for plugin in plugins:
+            if struct_field(as_pairs(plugin), 'type', 'string') == 'flannel':
+                ipmasq, subnet4, subnet6 = self.flannel
+                plugin = flannel_delegate(dict(plugin, name=name), ipmasq, subnet4, subnet6)
+            plugin = dict(plugin)
+            for key, ipam in list(plugin.items()):
+                if go_fold(key) == go_fold('ipam') and isinstance(ipam, dict):
+                    plugin[key] = dict(ipam, dataDir=os.path.join(self.state, 'ipam'))
+            out.append(plugin)
+        return {'name': name, 'cniVersion': version, 'plugins': out}
