@@ -94,8 +94,8 @@ DAEMON = Daemon(
                  'V(manage) the '
                  'same, and fails where none of those directories exists; V(report) only reports what it would '
                  'change; V(skip) leaves the CNI networks alone.'),
-    doc=('``"ipMasq": true`` of the bridge and ptp plugins in the CNI network files (containerd\'s, CRI-O\'s, '
-         'nerdctl\'s ``%s``), and at once the masquerade rules of their running containers (the jumps to their '
+    doc=('``"ipMasq": true`` of the bridge and ptp plugins (and the delegate of flannel\'s plugin) in the CNI network '
+         'files (containerd\'s, CRI-O\'s, nerdctl\'s ``%s``), and at once the masquerade rules of their running containers (the jumps to their '
          '``%s<hash>`` chains, or their rules in ``%s %s``); no restart'
          % (CNI_CONF_DIR, CHAIN_PREFIX, NFT_TABLE[0], NFT_TABLE[1])),
     variables={'ip_masq_cni_conf_dirs': ('conf_dirs', dict(
