@@ -52,7 +52,7 @@ REQUIRED = ['MANIFEST.json', 'FILES.json', 'README.md', 'LICENSE', 'CHANGELOG.rs
             'inventories/example/hosts.yml', 'docs/docsite/extra-docs.yml']
 # What a used tree collects; none of it may reach the tarball.
 JUNK = ['.hypothesis/examples/x', '.pytest_cache/v/x', '.ansible/collections/x', 'build/x',
-        '.venv/bin/x', 'tests/output/x', 'plugins/modules/__pycache__/x.cpython-311.pyc',
+        '.venv/bin/x', '.venv-importer/bin/x', 'tests/output/x', 'plugins/modules/__pycache__/x.cpython-311.pyc',
         'collections/ansible_collections/x', 'ipmasq-agent-0.0.1.tar.gz']
 
 KINDS = {'module': 'modules', 'filter': 'filter', 'test': 'test'}
@@ -171,7 +171,7 @@ def test_tarball_leaves_out_the_junk_of_a_used_tree(tarball):
     files = tar_files(tarball)
     for junk in JUNK:
         assert junk not in files
-    for top in ('.hypothesis', '.pytest_cache', '.ansible', 'build', '.venv', 'tests', 'collections'):
+    for top in ('.hypothesis', '.pytest_cache', '.ansible', 'build', '.venv', '.venv-importer', 'tests', 'collections'):
         assert not [f for f in files if f.startswith(top + '/')], top
     assert not [f for f in files if '__pycache__' in f or f.endswith('.pyc')]
 
