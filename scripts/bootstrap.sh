@@ -93,6 +93,23 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
+# galaxy-importer (tests/importer-requirements.txt: what Galaxy and Automation
+# Hub run on an upload; scripts/galaxy_import.sh) in a venv of its own,
+# .venv-importer: it pins attrs<24, flake8<7 and ansible-lint<=26.10.1, which
+# would hold .venv's tools back.
+istamp=.venv-importer/.requirements.sha
+iwant=$(sha256sum tests/importer-requirements.txt | cut -d' ' -f1)
+if [ ! -x .venv-importer/bin/python ]; then
+  echo "bootstrap: creating .venv-importer"
+  "$py" -m venv .venv-importer
+  .venv-importer/bin/pip install -q --upgrade pip
+fi
+if [ "$(cat "$istamp" 2>/dev/null)" != "$iwant" ]; then
+  echo "bootstrap: installing tests/importer-requirements.txt into .venv-importer"
+  .venv-importer/bin/pip install -q -r tests/importer-requirements.txt
+  echo "$iwant" > "$istamp"
+fi
+
 # The lab the tests, bench/ and the demo share (tests/lab/ipmasq_lab) is
 # imported by name: a .pth file puts tests/lab on the venv's path. The line is
 # relative to site-packages, so a venv reached through a checkout's .venv link

@@ -70,7 +70,7 @@ STEP_TAGS = {
     'absent': ('ip_masq_chain', 'ip_masq_config'),
 }
 # The version in which a deprecated choice of a daemon's variable goes.
-DEPRECATED_UNTIL = '2.0.0'
+DEPRECATED_UNTIL = '3.0.0'
 
 
 def step_tags(step):

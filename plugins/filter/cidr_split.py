@@ -1,5 +1,6 @@
-# Copyright: contributors to the ipmasq.agent collection
+# Copyright (c) 2026, ipmasq.agent contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """The ipmasq.agent.cidr_split filter: split a list of CIDRs by address family."""
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ DOCUMENTATION = r'''
 ---
 module: cni_ip_masq
 short_description: Stop CNI networks (bridge and ptp plugins) from masquerading pod traffic
-version_added: 1.2.0
+version_added: 2.0.0
 description:
   - >-
     Sets C("ipMasq": true) to C(false) in the C(bridge) and C(ptp) plugins of every CNI network file in

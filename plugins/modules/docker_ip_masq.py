@@ -149,7 +149,7 @@ msg:
   returned: always
   type: str
   sample: 'docker: 1 file edited (/etc/docker/daemon.json), restart required'
-  version_added: 1.2.0
+  version_added: 2.0.0
 installed:
   description: Whether Docker was found (its unit, or C(dockerd) on C(PATH)). When false nothing was done.
   returned: always

@@ -119,7 +119,7 @@ msg:
   returned: always
   type: str
   sample: 'flannel: 1 file edited (/etc/systemd/system/flanneld.service.d/ip-masq.conf), restart required'
-  version_added: 1.2.0
+  version_added: 2.0.0
 installed:
   description: Whether flanneld has a systemd unit. When false nothing was done.
   returned: always

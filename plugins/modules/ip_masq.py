@@ -10,7 +10,7 @@ DOCUMENTATION = r'''
 ---
 module: ip_masq
 short_description: Internal task of the ip_masq role; see ansible-doc -t role ipmasq.agent.ip_masq
-version_added: 1.2.0
+version_added: 2.0.0
 description:
   - "B(The ip_masq role's internal task, not the role.) For the role, run C(ansible-doc -t role ipmasq.agent.ip_masq)
     (R(the role's documentation,ansible_collections.ipmasq.agent.ip_masq_role))."
@@ -74,7 +74,7 @@ msg:
   returned: always
   type: str
   sample: '1 file written (/etc/ip-masq-agent/config); IP-MASQ-AGENT: IPv4 6 rules written (was 5), IPv6 not managed'
-  version_added: 1.2.0
+  version_added: 2.0.0
 steps:
   description: The role's later task files (without C(.yml)) this node still needs, in the order C(tasks/main.yml)
     runs them.
@@ -91,7 +91,7 @@ daemon_steps:
   returned: success
   type: list
   elements: dict
-  version_added: 1.2.0
+  version_added: 2.0.0
 files:
   description: What the node run's files part did (P(ipmasq.agent.node_files#module)'s result); null when not run.
   returned: success

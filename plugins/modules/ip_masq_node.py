@@ -12,7 +12,7 @@ DOCUMENTATION = r'''
 ---
 module: ip_masq_node
 short_description: The ip_masq role's node-side step (internal) - files, policy, resync code and audit in one run
-version_added: 1.2.0
+version_added: 2.0.0
 description:
   - B(Internal to the ipmasq.agent.ip_masq role) (R(the role's documentation,ansible_collections.ipmasq.agent.ip_masq_role)).
     The role's action P(ipmasq.agent.ip_masq#module) validates the
@@ -79,7 +79,7 @@ options:
     description: Whether C(nonmasquerade_cidrs) of O(chain) may cover all of IPv4 or IPv6 (the role's C(ip_masq_allow_catch_all)).
     type: bool
     default: false
-    version_added: 1.2.0
+    version_added: 2.0.0
   units:
     description: systemd units whose state (enabled, active) is read after the policy is applied (RV(units)), or
       an empty list to read none.
@@ -101,7 +101,7 @@ options:
       - One daemon's module run, not only read (the role's daemon step), or null. Run alone, after the other parts.
       - C(name) is the daemon's name in the registry, C(options) the options of its module.
     type: dict
-    version_added: 1.2.0
+    version_added: 2.0.0
   audit:
     description: The options of P(ipmasq.agent.snat_sources#module), or null to audit nothing. With
       C(on_offenders=fail) an offender fails the run after everything else was done.
@@ -131,7 +131,7 @@ msg:
   returned: success
   type: str
   sample: 'IP-MASQ-AGENT: IPv4 5 rules written (was 0), IPv6 not managed'
-  version_added: 1.2.0
+  version_added: 2.0.0
 files:
   description: The result of the files part, as P(ipmasq.agent.node_files#module) returns it; null when not run.
   returned: always
@@ -205,7 +205,7 @@ daemon:
     run.
   returned: always
   type: dict
-  version_added: 1.2.0
+  version_added: 2.0.0
 audit:
   description: The result of the audit, as P(ipmasq.agent.snat_sources#module) returns it; null when not run.
   returned: always

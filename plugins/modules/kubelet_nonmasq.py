@@ -95,7 +95,7 @@ msg:
   returned: always
   type: str
   sample: 'kubelet: no change'
-  version_added: 1.2.0
+  version_added: 2.0.0
 installed:
   description: Whether kubelet has a systemd unit. When false nothing was done.
   returned: always

@@ -351,7 +351,7 @@ msg:
   returned: always
   type: str
   sample: 'IP-MASQ-AGENT: IPv4 5 rules written (was 0), IPv6 not managed'
-  version_added: 1.2.0
+  version_added: 2.0.0
 selected_backend:
   description: Where the policy lives after the run, V(iptables) or V(nftables) (see O(backend)); null with
     O(state=absent).
@@ -366,17 +366,18 @@ selected_backend_reason:
   returned: always
   type: str
   sample: 'asked for (backend=nftables)'
-  version_added: 1.2.0
+  version_added: 2.0.0
 backend_reason:
   description:
-    - Deprecated, the same value as RV(selected_backend_reason) (the reason for RV(selected_backend)); use that name.
+    - Deprecated, removed in 3.0.0. The same value as RV(selected_backend_reason) (the reason for
+      RV(selected_backend)); use that name.
   returned: always
   type: str
   sample: 'asked for (backend=nftables)'
   version_added: 1.1.0
 backend:
   description:
-    - Deprecated, the same value as RV(iptables_flavour); use that name.
+    - Deprecated, removed in 3.0.0. The same value as RV(iptables_flavour); use that name.
     - The iptables flavour the node's iptables tools use (V(nf_tables) or V(legacy)), whatever RV(selected_backend)
       is; not the O(backend) option (the choice), and not where the policy lives (RV(selected_backend)).
   returned: always

@@ -148,7 +148,7 @@ msg:
   returned: always
   type: str
   sample: '2 files written (/etc/ip-masq-agent/config, /etc/systemd/system/ip-masq-agent.service)'
-  version_added: 1.2.0
+  version_added: 2.0.0
 files:
   description: One entry per path of O(files), then of O(absent), in the order given.
   returned: always

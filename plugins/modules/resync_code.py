@@ -67,7 +67,7 @@ msg:
   returned: always
   type: str
   sample: 'resync code in /usr/local/lib/ip-masq-agent/ansible_collections/ipmasq/agent/plugins/module_utils/_core: 41 files written'
-  version_added: 1.2.0
+  version_added: 2.0.0
 path:
   description: The package directory.
   returned: always

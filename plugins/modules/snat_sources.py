@@ -106,7 +106,7 @@ options:
     type: str
     choices: [module, role]
     default: module
-    version_added: 1.2.0
+    version_added: 2.0.0
 notes:
   - The audit cannot see which addresses are pods; every reachable C(egress) rule that is not ours or
     allowed is reported, because it could rewrite pod traffic before or after our chain does.
@@ -144,7 +144,7 @@ msg:
   returned: always
   type: str
   sample: 'SNAT audit: IP-MASQ-AGENT is the only SNAT source for pod traffic.'
-  version_added: 1.2.0
+  version_added: 2.0.0
 only_ours:
   description: True when our chain is reached in every audited family and no reachable rule is an offender.
   returned: always

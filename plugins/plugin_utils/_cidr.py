@@ -1,3 +1,6 @@
+# Copyright (c) 2026, ipmasq.agent contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Private to the ipmasq.agent collection: not a public API, it may change without notice.
 # One file over 500 lines on purpose: the filters' one CIDR library. The types and
 # messages every filter shares, the parser, Aggregate and overlaps use one another's

@@ -1,5 +1,6 @@
-# Copyright: contributors to the ipmasq.agent collection
+# Copyright (c) 2026, ipmasq.agent contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Private to the ipmasq.agent collection: not a public API, it may change without notice.
 """The agent config file the ip_masq role writes, from the typed, validated
 values (never from raw variables): the upstream schema's keys, then the

@@ -111,7 +111,7 @@ def test_security_policy_names_the_latest_release_and_main():
     releases = yaml.safe_load(read('changelogs', 'changelog.yaml')).get('releases') or {}
     latest = max(releases, key=lambda v: tuple(int(p) for p in v.split('.')))
     line = '.'.join(latest.split('.')[:2]) + '.x'
-    version = yaml.safe_load(read('galaxy.yml'))['version']
+    version = yaml.safe_load(read('galaxy.yml'))['version'].split('-')[0]  # 2.0.0 for main's 2.0.0-dev0
     table = [r for r in read('SECURITY.md').splitlines() if r.startswith('| ')]
     assert any(r.startswith('| %s, the latest release | yes' % line) for r in table), table
     if version not in releases:

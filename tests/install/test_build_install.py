@@ -52,7 +52,7 @@ REQUIRED = ['MANIFEST.json', 'FILES.json', 'README.md', 'LICENSE', 'CHANGELOG.rs
             'inventories/example/hosts.yml', 'docs/docsite/extra-docs.yml']
 # What a used tree collects; none of it may reach the tarball.
 JUNK = ['.hypothesis/examples/x', '.pytest_cache/v/x', '.ansible/collections/x', 'build/x',
-        '.venv/bin/x', 'tests/output/x', 'plugins/modules/__pycache__/x.cpython-311.pyc',
+        '.venv/bin/x', '.venv-importer/bin/x', 'tests/output/x', 'plugins/modules/__pycache__/x.cpython-311.pyc',
         'collections/ansible_collections/x', 'ipmasq-agent-0.0.1.tar.gz']
 
 KINDS = {'module': 'modules', 'filter': 'filter', 'test': 'test'}
@@ -61,6 +61,11 @@ KINDS = {'module': 'modules', 'filter': 'filter', 'test': 'test'}
 def galaxy_version():
     with open(os.path.join(ROOT, 'galaxy.yml')) as handle:
         return yaml.safe_load(handle)['version']
+
+
+def release_version():
+    """The release the docs name: 2.0.0 while main's galaxy.yml says 2.0.0-dev0."""
+    return galaxy_version().split('-')[0]
 
 
 def clean_env(home):
@@ -166,19 +171,44 @@ def test_tarball_leaves_out_the_junk_of_a_used_tree(tarball):
     files = tar_files(tarball)
     for junk in JUNK:
         assert junk not in files
-    for top in ('.hypothesis', '.pytest_cache', '.ansible', 'build', '.venv', 'tests', 'collections'):
+    for top in ('.hypothesis', '.pytest_cache', '.ansible', 'build', '.venv', '.venv-importer', 'tests', 'collections'):
         assert not [f for f in files if f.startswith(top + '/')], top
     assert not [f for f in files if '__pycache__' in f or f.endswith('.pyc')]
 
 
-def test_manifest_names_the_version_and_no_placeholder_url(tarball):
+def test_manifest_names_the_version_and_the_addresses_of_galaxy_yml(tarball):
     with tarfile.open(tarball) as tar:
         info = json.load(tar.extractfile('MANIFEST.json'))['collection_info']
+    with open(os.path.join(ROOT, 'galaxy.yml')) as handle:
+        meta = yaml.safe_load(handle)
     assert info['version'] == galaxy_version()
     assert (info['namespace'], info['name']) == ('ipmasq', 'agent')
-    for key in ('repository', 'documentation', 'homepage', 'issues'):
-        assert not info.get(key) or 'example' not in info[key], (key, info[key])
+    for key in ('repository', 'documentation', 'issues'):
+        assert info[key] == meta[key] and info[key].startswith('https://'), (key, info[key])
     assert info['dependencies'] == {}
+
+
+# The one licence header of every Python file the collection ships (after a
+# '#!/usr/bin/python' and a coding line, where a module has them).
+HEADER = ('# Copyright (c) 2026, ipmasq.agent contributors\n'
+          '# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)\n'
+          '# SPDX-License-Identifier: GPL-3.0-or-later\n')
+
+
+def test_every_shipped_python_file_has_the_licence_header(tarball):
+    """Every .py in the built tarball opens with the collection's one header."""
+    wrong = []
+    with tarfile.open(tarball) as tar:
+        names = [m.name for m in tar.getmembers() if m.isfile() and m.name.endswith('.py')]
+        assert len(names) > 50, names
+        for name in names:
+            lines = tar.extractfile(name).read().decode('utf-8').splitlines(True)
+            while lines and (lines[0].startswith('#!') or lines[0].startswith('# -*- coding')):
+                lines.pop(0)
+            if ''.join(lines[:3]) != HEADER:
+                wrong.append(name)
+    assert not wrong, 'these shipped files lack the licence header (tests/install/test_build_install.py HEADER): %s' % (
+        ', '.join(wrong))
 
 
 # ----------------------------------------------------- installing, three ways
@@ -203,7 +233,7 @@ def installed_files(path):
 def test_install_from_the_tarball_as_the_readme_says(tarball, scratch):
     """`ansible-galaxy collection install ipmasq-agent-X.tar.gz`, in the folder that
     holds it, into an empty ~/.ansible; then verify it against its FILES.json."""
-    assert 'ansible-galaxy collection install ipmasq-agent-%s.tar.gz' % galaxy_version() in readme_commands()
+    assert 'ansible-galaxy collection install ipmasq-agent-%s.tar.gz' % release_version() in readme_commands()
     home = scratch / 'home-tarball'
     home.mkdir()
     env = clean_env(home)
@@ -262,7 +292,7 @@ def test_install_through_the_readmes_requirements_yml(tarball, scratch):
     commented = [ln.strip()[2:] for ln in text.splitlines() if ln.strip().startswith('# - name:')
                  or ln.strip().startswith('#   type:')]
     alt = yaml.safe_load('\n'.join(commented))
-    assert alt[0]['type'] == 'file' and alt[0]['name'].endswith('ipmasq-agent-%s.tar.gz' % galaxy_version())
+    assert alt[0]['type'] == 'file' and alt[0]['name'].endswith('ipmasq-agent-%s.tar.gz' % release_version())
     alt[0]['name'] = str(tarball)
     home2 = scratch / 'home-reqs-file'
     home2.mkdir()
