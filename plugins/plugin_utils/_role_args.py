@@ -409,54 +409,6 @@ def _core_checks(values, problems):
             problems.add('ip_masq_audit_allow', exc.msg.partition(': ')[2] or exc.msg)
 
 
-def _names(values, names, spec, known, problems):
-    """Every ip_masq_* variable of the host that the role does not declare (nor
-    its playbooks, nor the user in ip_masq_user_vars): a misspelling, whose
-    default would apply in silence. Also the entries of ip_masq_user_vars."""
-    own = ()
-    if _ok(problems, USER_VARS):
-        own = values.get(USER_VARS) or []
-        wrong = ['"%s" is a variable of the role' % n for n in own if n in spec or n in known]
-        wrong += ['"%s" does not start with %s (only those names are checked)' % (n, _role_vars.PREFIX)
-                  for n in own if not n.startswith(_role_vars.PREFIX)]
-        if wrong:
-            problems.add(USER_VARS, '%s: list only ip_masq_* variables of your own.' % '; '.join(wrong))
-    declared = set(spec) | set(known)
-    for name in _role_vars.unknown(set(values) | set(names), declared, own):
-        meant = _role_vars.closest(name, declared)
-        problems.add(name, 'not a variable of the ipmasq.agent.ip_masq role%s. If it is one of your own, list it '
-                     'in %s.' % (' (did you mean %s?)' % meant if meant else ' nor of its playbooks', USER_VARS))
-
-
-def _paths(values, given, spec, problems):
-    """Every path variable of the spec: absolute and normalised in the typed
-    ``values``, or a problem (null, as ``given``, only where it is the default)."""
-    for name in _role_vars.path_variables(spec):
-        if name not in values or not _ok(problems, name):
-            continue
-        entry, value = spec[name], values[name]
-        many = entry.get('type') == 'list'
-        if given.get(name) is None:
-            if entry.get('default') is not None:
-                problems.add(name, 'must be %s, got null.' % ('a list of absolute paths ([] for none)' if many
-                                                             else 'an absolute path'))
-            continue
-        out, wrong = [], []
-        for index, path in enumerate(value if many else [value]):
-            try:
-                if not isinstance(path, str):
-                    raise ValueError('%s is not a path' % _json(path))
-                path = _role_vars.normal_path(path)
-                if path not in out:
-                    out.append(path)
-            except ValueError as exc:
-                wrong.append(('[%d] %s' % (index, exc)) if many else str(exc))
-        if wrong:
-            problems.add(name, '%s.' % '; '.join(wrong))
-        else:
-            values[name] = out if many else out[0]
-
-
 def _masq_chain_args(values, facts):
     """masq_chain's arguments, typed (the default list and a null random_fully left out: the module's default)."""
     args = {}
@@ -506,8 +458,12 @@ def role_args(values: Mapping[str, object], host: str, spec: Mapping[str, dict] 
     problems = _Problems(host)
     spec = role_spec() if spec is None else spec
     typed = _typed(values, spec, problems)
-    _names(typed, names, spec, play_variables() if known is None else known, problems)
-    _paths(typed, values, spec, problems)
+    own = typed.get(USER_VARS) or [] if _ok(problems, USER_VARS) else []
+    for variable, text in _role_vars.name_problems(set(typed) | set(names), spec,
+                                                   play_variables() if known is None else known, own, USER_VARS):
+        problems.add(variable, text)
+    for variable, text in _role_vars.path_problems(typed, values, spec, problems.bad):
+        problems.add(variable, text)
     if typed.get('ip_masq_state') == 'absent' and 'ip_masq_state' not in problems.bad:
         if _ok(problems, 'ip_masq_chain'):
             try:
