@@ -1,6 +1,7 @@
 """Write docs/docsite/rst/variables.rst, the ip_masq role's variables reference,
 from roles/ip_masq/meta/argument_specs.yml (types, defaults, choices and the
-descriptions), the section comments of roles/ip_masq/defaults/main.yml (the
+descriptions; its entry point playbooks: the variables of the collection's
+playbooks), the section comments of roles/ip_masq/defaults/main.yml (the
 groups) and the options table (plugins/module_utils/_core/options.py: each
 policy option's module option, config-file key and upstream flag, and the
 table of them). tests/docs/test_variables_doc.py fails when the committed file
@@ -40,6 +41,25 @@ value on the controller before any node is touched: its type and choices
 name=false`` is false), then the CIDR lists, the interval, the limits and their
 combinations, every problem at once, one line each. The node gets the typed values.
 Set them in inventory ``group_vars`` (per cluster) or ``host_vars``.
+
+Every ``ip_masq_*`` variable a host has (from the inventory, ``group_vars``, ``host_vars``,
+the play or ``-e``) that neither the role nor the collection's playbooks declare is refused
+as a misspelling, with the closest real variable (``ip_masq_cni_conf_dir``: did you mean
+``ip_masq_cni_conf_dirs``?): otherwise it would be ignored and the default applied. List
+variables of your own in ``ip_masq_user_vars``. The role's internal ``__ip_masq_*`` names
+are not checked.
+
+Every path variable (type ``path``, or ``list/path``) must be an absolute path without a
+``..`` component, and is normalised before the node gets it (``/etc//cni/./net.d/`` is
+``/etc/cni/net.d``). An empty list of paths is no directory.
+"""
+
+PLAYS_HEAD = """
+Variables of the collection's playbooks
+---------------------------------------
+
+Read by ``ipmasq.agent.site`` and ``ipmasq.agent.audit``, not by the role; declared in the
+role's argument spec (its entry point ``playbooks``) so that the role does not refuse them.
 """
 
 TABLE_HEAD = """
@@ -84,9 +104,20 @@ def value(v):
     return '``%s``' % json.dumps(v) if not isinstance(v, str) else '``%s``' % v
 
 
+def entry(out, name, spec):
+    """One variable's entry."""
+    kind = spec['type'] + ('/%s' % spec['elements'] if 'elements' in spec else '')
+    out.write('\n.. _ansible_collections.ipmasq.agent.docsite.variables.%s:\n\n' % name)
+    out.write('``%s``\n%s\n\n' % (name, '~' * (len(name) + 4)))
+    out.write(':Type: ``%s``\n:Default: %s\n' % (kind, value(spec.get('default'))))
+    if 'choices' in spec:
+        out.write(':Choices: %s\n' % ', '.join(value(c) for c in spec['choices']))
+
+
 def main(out):
     with open(os.path.join(ROLE, 'meta', 'argument_specs.yml')) as handle:
-        options = yaml.safe_load(handle)['argument_specs']['ip_masq']['options']
+        points = yaml.safe_load(handle)['argument_specs']
+    options = points['ip_masq']['options']
     listed = [name for _title, names in groups() for name in names]
     missing = sorted(set(options) - set(listed))
     if missing or len(listed) != len(set(listed)) or set(listed) - set(options):
@@ -97,12 +128,7 @@ def main(out):
         out.write('\n%s\n%s\n' % (title, '-' * len(title)))
         for name in names:
             spec = options[name]
-            kind = spec['type'] + ('/%s' % spec['elements'] if 'elements' in spec else '')
-            out.write('\n.. _ansible_collections.ipmasq.agent.docsite.variables.%s:\n\n' % name)
-            out.write('``%s``\n%s\n\n' % (name, '~' * (len(name) + 4)))
-            out.write(':Type: ``%s``\n:Default: %s\n' % (kind, value(spec.get('default'))))
-            if 'choices' in spec:
-                out.write(':Choices: %s\n' % ', '.join(value(c) for c in spec['choices']))
+            entry(out, name, spec)
             option = ROLE_VARIABLES.get(name)
             if option is not None and option.module and option.name != 'state':
                 out.write(':Module option: ``%s`` of ``ipmasq.agent.masq_chain``\n' % option.name)
@@ -114,6 +140,12 @@ def main(out):
             out.write('\n')
             for para in rst(spec['description']):
                 out.write(para + '\n\n')
+    out.write(PLAYS_HEAD)
+    for name, spec in points['playbooks']['options'].items():
+        entry(out, name, spec)
+        out.write('\n')
+        for para in rst(spec['description']):
+            out.write(para + '\n\n')
     out.write(TABLE_HEAD)
     for option in OPTIONS:
         if option.role is None or option.name == 'state':

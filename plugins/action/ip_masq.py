@@ -20,7 +20,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import regis
 from ansible_collections.ipmasq.agent.plugins.module_utils._msg import role_msg
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._config_file import config_text
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import (
-    ROLE_PATH, RoleArgsError, role_args, role_defaults, role_spec,
+    ROLE_PATH, RoleArgsError, play_variables, role_args, role_defaults, role_spec,
 )
 
 NODE_MODULE = 'ipmasq.agent.ip_masq_node'
@@ -160,7 +160,10 @@ class ActionModule(ActionBase):
                                % (self._task.args.get('validate_only'),)) from None
         variables = self._variables(task_vars)
         try:
-            args = role_args(variables, host, role_spec(self._role_path()))
+            # Every variable name of the host (top-level names only: an ip_masq_*
+            # name the role does not declare is refused as a misspelling).
+            args = role_args(variables, host, role_spec(self._role_path()), names=list(task_vars),
+                             known=play_variables(self._role_path()))
         except RoleArgsError as e:
             result.update(failed=True, msg=to_text(e.message))
             return result

@@ -56,7 +56,9 @@ options:
     choices: [present, absent]
     default: present
   conf_dirs:
-    description: The directories of the CNI network files (the runtime's C(conf_dir)). Missing ones are skipped.
+    description:
+      - The directories of the CNI network files (the runtime's C(conf_dir)). Missing ones are skipped.
+      - V([]) is no directory - nothing is read, edited or restored (RV(installed) is false).
     type: list
     elements: path
     default: [/etc/cni/net.d]

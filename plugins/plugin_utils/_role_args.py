@@ -29,8 +29,11 @@ Where each rule lives (one home each):
   ``snat_to``), called here as Python functions: only they report every bad
   entry at once in the words the role's users know, and only they aggregate
   a list to find the catch-all;
-- the paths written into the systemd units are the role's own rule
-  (:data:`SAFE_PATH`).
+- which ``ip_masq_*`` names are variables (the role's spec, the
+  collection's playbooks' entry point ``playbooks``, the user's own in
+  ``ip_masq_user_vars``) and what a path variable may be (absolute,
+  normalised, no ``..``) are ``_role_vars``'s; the characters of the paths
+  written into the systemd units are the role's own rule (:data:`SAFE_PATH`).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import yaml
 
@@ -60,12 +63,18 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import (
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.ranges import (
     DEFAULT_NONMASQ_CIDRS, LINK_LOCAL, RESERVED_RANGES,
 )
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import registry
+from ansible_collections.ipmasq.agent.plugins.plugin_utils import _role_vars
 
 # Paths that go into the systemd units: absolute, and only characters that
 # need no quoting there (\Z: no trailing newline either).
 SAFE_PATH = re.compile(r'/[A-Za-z0-9_.+@/-]*\Z')
 PATH_VARIABLES = ('ip_masq_lib_dir', 'ip_masq_state_dir', 'ip_masq_config_path', 'ip_masq_python',
-                  'ip_masq_unit_dir', 'ip_masq_tmpfiles_dir')
+                  'ip_masq_unit_dir', 'ip_masq_tmpfiles_dir', 'ip_masq_metrics_dir')
+_UNIT_PATH = ('"%s" is written into the resync\'s systemd units: only letters, digits and _ . + @ - / (no '
+              'spaces, quotes or other characters systemd would need quoted).')
+# The role variable that lists the user's own ip_masq_* variables (not refused as misspellings).
+USER_VARS = 'ip_masq_user_vars'
 # masq_chain's options that the role passes (the options table's, but adopt_chain).
 _MODULE_OPTIONS = tuple(o.name for o in OPTIONS if o.module and o.role)
 _FAMILY = {4: 'IPv4', 6: 'IPv6'}
@@ -82,6 +91,10 @@ class RoleArgsError(AnsibleError):
 # The role's folder in this collection (the action may run outside the role).
 ROLE_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), 'roles', 'ip_masq')
 ENTRY_POINT = 'ip_masq'
+# The entry point of the role's argument spec that declares the variables of
+# the collection's playbooks (site.yml, audit.yml): no role variables, but no
+# misspellings either.
+PLAYS_ENTRY_POINT = 'playbooks'
 _READ = {}
 
 
@@ -101,6 +114,12 @@ def role_spec(role_path=ROLE_PATH):
     return dict((name, dict((key, value) for key, value in entry.items()
                             if key in ('type', 'elements', 'default', 'choices')))
                 for name, entry in options.items())
+
+
+def play_variables(role_path=ROLE_PATH):
+    """The names of the variables the collection's playbooks read (the
+    argument spec's entry point ``playbooks``)."""
+    return tuple(_role_file(role_path, 'meta', 'argument_specs.yml')['argument_specs'][PLAYS_ENTRY_POINT]['options'])
 
 
 def role_defaults(role_path=ROLE_PATH):
@@ -295,14 +314,18 @@ def _check(values, facts, problems):
         problems.append(_V6_OFF % ('ip_masq_nonmasquerade_cidrs', host, ', '.join(_v6(cidrs))))
     if cidrs is not None and limit_ok and masquerade is not None and not masq_mode and over_limit(len(cidrs), limit):
         problems.append(_OVER_LIMIT % ('ip_masq_nonmasquerade_cidrs', host, len(cidrs), limit))
-    paths = [(name, values[name]) for name in PATH_VARIABLES if _ok(problems, name)]
-    if values['ip_masq_metrics_dir'] and _ok(problems, 'ip_masq_metrics_dir'):
-        paths.append(('ip_masq_metrics_dir', values['ip_masq_metrics_dir']))
-    bad_paths = [str(path) for _name, path in paths if not (isinstance(path, str) and SAFE_PATH.match(path))]
-    if bad_paths:
-        problems.append('ip_masq_lib_dir, ip_masq_state_dir, ip_masq_config_path, ip_masq_python, ip_masq_unit_dir, '
-                        'ip_masq_tmpfiles_dir and ip_masq_metrics_dir (when set) of %s must be absolute paths of '
-                        'letters, digits and _ . + @ - / (not %s).' % (host, ', '.join(bad_paths)))
+    for name in PATH_VARIABLES:
+        if _ok(problems, name) and values[name] is not None and not SAFE_PATH.match(values[name]):
+            problems.add(name, _UNIT_PATH % values[name])
+    for daemon in registry.DAEMONS:
+        empty = [name for name, (_option, entry) in sorted(daemon.variables.items())
+                 if entry.get('type') == 'list' and entry.get('elements') == 'path' and _ok(problems, name)
+                 and values.get(name) == []]
+        if empty and values.get(daemon.variable) == 'manage' and _ok(problems, daemon.variable):
+            problems.add(daemon.variable, 'manage fails where none of the directories of %s exists, and %s %s: '
+                         'give the directories, or set %s: auto.'
+                         % (' and '.join(empty), ' and '.join(empty), 'is []' if len(empty) == 1 else 'are []',
+                            daemon.variable))
     ext_v6 = {}
     if v6_ok and not ipv6:
         for variable, listed in (('ip_masq_exception_cidrs', exceptions), ('ip_masq_masquerade_cidrs', masquerade),
@@ -411,12 +434,18 @@ def _core_message(exc, host):
     return 'ip_masq role variables of %s: %s' % (host, exc.msg)
 
 
-def role_args(values: Mapping[str, object], host: str, spec: Mapping[str, dict] | None = None) -> dict:
+def role_args(values: Mapping[str, object], host: str, spec: Mapping[str, dict] | None = None,
+              names: Iterable[str] = (), known: Iterable[str] | None = None) -> dict:
     """Convert and validate the ip_masq role's variables of ``host`` on the
     controller.  ``values``: the ``ip_masq_*`` variables (the role's
     defaults under the user's), templated, in any form a user gives them;
     ``spec``: the role's argument spec (meta/argument_specs.yml, entry
-    point ``ip_masq``'s ``options``; this collection's role by default).
+    point ``ip_masq``'s ``options``; this collection's role by default);
+    ``names``: every variable name the host has (the action's task_vars'
+    keys: inventory, group_vars, host_vars, play vars, ``-e``); ``known``:
+    the variables of the collection's playbooks (entry point ``playbooks``
+    of this collection's role by default). An ``ip_masq_*`` name in
+    ``values`` or ``names`` that none of these declare is refused.
 
     Returns ``{'state', 'values', 'masq_chain', 'facts', 'timer'}``: the
     typed values, masq_chain's typed arguments, the normalised lists
@@ -428,7 +457,14 @@ def role_args(values: Mapping[str, object], host: str, spec: Mapping[str, dict] 
     the policy built from the same arguments.
     """
     problems = _Problems(host)
-    typed = _typed(values, role_spec() if spec is None else spec, problems)
+    spec = role_spec() if spec is None else spec
+    typed = _typed(values, spec, problems)
+    own = typed.get(USER_VARS) or [] if _ok(problems, USER_VARS) else []
+    for variable, text in _role_vars.name_problems(set(typed) | set(names), spec,
+                                                   play_variables() if known is None else known, own, USER_VARS):
+        problems.add(variable, text)
+    for variable, text in _role_vars.path_problems(typed, values, spec, problems.bad):
+        problems.add(variable, text)
     if typed.get('ip_masq_state') == 'absent' and 'ip_masq_state' not in problems.bad:
         if _ok(problems, 'ip_masq_chain'):
             try:

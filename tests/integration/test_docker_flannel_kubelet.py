@@ -915,7 +915,9 @@ RESTARTS = ('/run/flannel/subnet.env', '/bin/docker.json', '/kubelet.restarted')
 
 
 def run_role(node, tree, check_mode=False, **extra):
-    extra_vars = {'test_root': tree.root}
+    # Docker's daemon.json below the tree (the modules' root): given here, since
+    # the lab's HOST_SAFE_VARS (-e) move it out of reach and win over play vars.
+    extra_vars = {'test_root': tree.root, 'ip_masq_docker_daemon_json': '/etc/docker/daemon.json'}
     extra_vars.update(extra)
     rc, tasks = netlab.playbook(node.ns, ROLE_PLAYBOOK, extra_vars=extra_vars, backend=node.backend,
                                 check_mode=check_mode)

@@ -130,11 +130,14 @@ EXACT = {
         'ip_masq_rule_format is upstream (the rules exactly as the upstream agent writes them). Set '
         'ip_masq_rule_format: docs, or remove them. ip_masq_masquerade_cidrs of many-up cannot be combined with '
         'ip_masq_exception_cidrs: list the exceptions in ip_masq_masquerade_cidrs instead.'),
+    # One line per path, naming its variable (issue 32): no longer validate.yml's one line for all of them.
     'bad-paths': (
         {'ip_masq_lib_dir': 'relative/lib', 'ip_masq_unit_dir': '/etc/sys temd', 'ip_masq_metrics_dir': '/var/x y'},
-        'ip_masq_lib_dir, ip_masq_state_dir, ip_masq_config_path, ip_masq_python, ip_masq_unit_dir, '
-        'ip_masq_tmpfiles_dir and ip_masq_metrics_dir (when set) of bad-paths must be absolute paths of letters, '
-        'digits and _ . + @ - / (not relative/lib, /etc/sys temd, /var/x y).'),
+        'ip_masq_lib_dir of bad-paths: "relative/lib" is not an absolute path (one that starts with /). '
+        'ip_masq_unit_dir of bad-paths: "/etc/sys temd" is written into the resync\'s systemd '
+        'units: only letters, digits and _ . + @ - / (no spaces, quotes or other characters systemd would need '
+        'quoted). ip_masq_metrics_dir of bad-paths: "/var/x y" is written into the resync\'s systemd units: only '
+        'letters, digits and _ . + @ - / (no spaces, quotes or other characters systemd would need quoted).'),
     'if': (
         {'ip_masq_out_interfaces': ['eth0', 'a-name-too-long0', '-eth1', 'eth*', 'eth 2', '..']},
         'ip_masq_out_interfaces of if: "a-name-too-long0", "-eth1", "eth*", "eth 2", ".." are not interface names (1 '

@@ -159,13 +159,15 @@ def cni_sync(params, run, find, writer, check_mode=False):
     p = params
     files = Files(p.get('root') or '/')
     dirs = [check_abs(d, 'conf_dirs') for d in p['conf_dirs']]
-    if not dirs:
-        raise MasqError('conf_dirs: give at least one directory.')
     backups = Backups(files, p['backup_dir'], DAEMON)
     result = Result(p['state'], DAEMON)
     result['networks'] = []
     result['removed_rules'] = []
     result['stale_rules'] = []
+    if not dirs:
+        # [] is no directory (as the role's ip_masq_cni_conf_dirs: []): nothing to read, edit or restore.
+        result.msg('No CNI network directory given (conf_dirs: []); nothing to do.')
+        return result
     present = [d for d in dirs if os.path.isdir(files.real(d))]
     if not present:
         result.msg('No CNI network directory (%s); nothing to do.' % ', '.join(dirs))

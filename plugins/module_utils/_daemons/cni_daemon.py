@@ -99,7 +99,9 @@ DAEMON = Daemon(
          '``%s<hash>`` chains, or their rules in ``%s %s``); no restart'
          % (CNI_CONF_DIR, CHAIN_PREFIX, NFT_TABLE[0], NFT_TABLE[1])),
     variables={'ip_masq_cni_conf_dirs': ('conf_dirs', dict(
-        description='The directories of the CNI network files (the container runtime\'s CNI C(conf_dir)).',
+        description=('The directories of the CNI network files (the container runtime\'s CNI C(conf_dir)), absolute '
+                     'paths. V([]) is no directory - the CNI part then reads, edits and restores nothing, and '
+                     'O(ip_masq_cni=manage) is refused.'),
         type='list', elements='path', default=[CNI_CONF_DIR]))},
     policy=('ipv6',),
     read={'remove_stale_rules': True},

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 
 from ipmasq_lab import INTEGRATION, ROOT
@@ -194,6 +195,29 @@ def nat_rules(save_text):
 NODE_DIRS = ('etc/systemd/system', 'etc/tmpfiles.d', 'run/systemd/system')
 
 
+def daemon_paths():
+    """``{variable: default}`` of every path variable (a path, or a list of
+    paths) of the daemons of the collection's daemon registry: the files and
+    directories of this machine the role edits (the CNI networks' directories,
+    Docker's daemon.json, and any daemon's added later)."""
+    if COLLECTIONS not in sys.path:
+        sys.path.append(COLLECTIONS)
+    from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import registry  # pylint: disable=import-outside-toplevel
+    out = {}
+    for daemon in registry.DAEMONS:
+        for name, (_option, spec) in daemon.variables.items():
+            if spec.get('type') == 'path' or (spec.get('type') == 'list' and spec.get('elements') == 'path'):
+                out[name] = spec['default']
+    return out
+
+
+def moved(root, default):
+    """A node path (or a list of them) below ``root``."""
+    if isinstance(default, list):
+        return [moved(root, path) for path in default]
+    return os.path.join(str(root), default.lstrip('/'))
+
+
 def role_node_paths(root, make=NODE_DIRS):
     """The ip_masq role's node paths (its variables, and the internal lock and
     systemd paths of its defaults) moved under ``root``, and the directories
@@ -211,8 +235,9 @@ def role_node_paths(root, make=NODE_DIRS):
         'ip_masq_backup_dir': os.path.join(root, 'var/lib/ipmasq-agent/backup'),
         'ip_masq_unit_dir': os.path.join(root, 'etc/systemd/system'),
         'ip_masq_tmpfiles_dir': os.path.join(root, 'etc/tmpfiles.d'),
-        # The CNI networks' files: this machine's /etc/cni/net.d is never read.
-        'ip_masq_cni_conf_dirs': [os.path.join(root, 'etc/cni/net.d')],
+        # The daemons' files (the CNI networks' directories, Docker's
+        # daemon.json, ...): this machine's /etc/cni/net.d and /etc/docker are never read.
+        **dict((name, moved(root, default)) for name, default in daemon_paths().items()),
         # Lock files of the host's own: nothing shares them with this machine's tools.
         '__ip_masq_xtables_lock': os.path.join(root, 'run/xtables.lock'),
         '__ip_masq_writers_lock': os.path.join(root, 'run/ipmasq-agent.lock'),
@@ -262,8 +287,9 @@ WITHOUT_TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'withou
 
 
 # Role variables every playbook run here gets first (a test's own override
-# them): the daemons' files of this machine stay out of reach.
-HOST_SAFE_VARS = {'ip_masq_cni_conf_dirs': ['/nonexistent/ipmasq-lab/cni/net.d']}
+# them): the daemons' files of this machine stay out of reach (every path
+# variable of the daemon registry, below a directory that does not exist).
+HOST_SAFE_VARS = dict((name, moved('/nonexistent/ipmasq-lab', default)) for name, default in daemon_paths().items())
 
 
 def playbook(ns, path, extra_vars=None, backend=None, check_mode=False, diff=False,
