@@ -74,8 +74,8 @@ def report(rows):
             line = '| %d | %s | %.2f | %.2f |' % (row['count'], label, now['cpu_ms'], now['best_ms'])
             if commit:
                 old = row['before'][label]
-                line += ' %.2f | %.2f | %.2fx, %.2fx |' % (old['cpu_ms'], old['best_ms'], now['cpu_ms'] / old['cpu_ms'],
-                                                          now['best_ms'] / old['best_ms'])
+                ratios = now['cpu_ms'] / old['cpu_ms'], now['best_ms'] / old['best_ms']
+                line += ' %.2f | %.2f | %.2fx, %.2fx |' % ((old['cpu_ms'], old['best_ms']) + ratios)
             out.append(line)
     out.append('')
     return out

@@ -34,8 +34,8 @@ CONTAINERD = {'cniVersion': '1.0.0', 'name': 'containerd-net%d', 'plugins': [
      'ipam': {'type': 'host-local', 'ranges': [[{'subnet': '10.88.%d.0/24'}]], 'routes': [{'dst': '0.0.0.0/0'}]}},
     {'type': 'portmap', 'capabilities': {'portMappings': True}}]}
 CRIO = {'cniVersion': '0.3.1', 'name': 'crio%d', 'type': 'bridge', 'bridge': 'cni%d', 'isGateway': True,
-        'ipMasq': False, 'hairpinMode': True, 'ipam': {'type': 'host-local', 'routes': [{'dst': '0.0.0.0/0'}],
-                                                        'ranges': [[{'subnet': '10.85.%d.0/24'}]]}}
+        'ipMasq': False, 'hairpinMode': True,
+        'ipam': {'type': 'host-local', 'routes': [{'dst': '0.0.0.0/0'}], 'ranges': [[{'subnet': '10.85.%d.0/24'}]]}}
 FLANNEL = {'name': 'cbr%d', 'cniVersion': '0.3.1', 'plugins': [
     {'type': 'flannel', 'delegate': {'hairpinMode': True, 'isDefaultGateway': True, 'ipMasq': False}},
     {'type': 'portmap', 'capabilities': {'portMappings': True}}]}
