@@ -9,6 +9,7 @@
     sudo bash bench/run --parts ssh          # the SSH fleet: 1, 10 and 50 hosts (about 15-25 minutes)
     sudo bash bench/run --parts conn,nftcore # the nftables backend: cost per new connection, its core
     sudo bash bench/run --parts extconn      # cost per new connection with exception_cidrs, source_cidrs
+    sudo bash bench/run --parts cni --baseline eaef342   # the CNI editor's no-change run, before/after
 
 Benchmarks, not tests: nothing here asserts a time; the report says where we
 stand against each target.  Everything that touches iptables runs inside
@@ -29,6 +30,7 @@ import tempfile
 import time
 
 import benchlib
+import cni_bench
 import fleet_ssh
 import nft_bench
 from benchlib import CHAIN, make_cidrs, median, netlab
@@ -41,7 +43,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.runner import m
 
 FULL_SIZES = (3, 100, 1000, 5000)
 QUICK_SIZES = (3, 100)
-PARTS = ('ansible', 'core', 'profile', 'cycle', 'aggregate', 'fleet', 'ssh', 'nftcore', 'conn', 'extconn')
+PARTS = ('ansible', 'core', 'profile', 'cycle', 'aggregate', 'fleet', 'ssh', 'nftcore', 'conn', 'extconn', 'cni')
 PEER_COMMENT_RET = COMMENTS['docs']['return']
 TARGET_CORE_RATIO = 1.5
 TARGET_PEER_SPEEDUP = 50.0
@@ -677,6 +679,8 @@ def report(info, results, opts):
         out += ['', '<details><summary>cProfile of 5 no-change runs (Policy + sync), top by own time</summary>', '',
                 '```', prof['cprofile_top'], '```', '', '</details>', '']
 
+    out += cni_bench.report(results.get('cni'))
+
     nft_lines, nft_targets = nft_bench.report(results)
     out += nft_lines
     targets += nft_targets
@@ -702,7 +706,7 @@ def main():
     parser.add_argument('--fleet-tasks', default='tasks/fleet_role.yml',
                         help='tasks file (in bench/playbooks) each fleet host runs; the role goes here')
     parser.add_argument('--baseline', metavar='REV',
-                        help='also measure git revision REV (e.g. main) in parts core and cycle: before/after rows')
+                        help='also measure git revision REV (e.g. main) in parts core, cycle, nftcore and cni: before/after rows')
     parser.add_argument('--ssh-hosts', default=None,
                         help='host counts of the SSH fleet part (default 1,10,50; --quick: 1,10)')
     parser.add_argument('--ssh-reps', type=int, default=None, help='repetitions of each SSH fleet run (default 3; --quick: 1)')
@@ -762,6 +766,8 @@ def main():
                                           reps=1 if opts.quick else 2)
         if 'ansible' in parts:
             results['ansible'] = part_ansible(sizes, backend, workdir, opts)
+        if 'cni' in parts:
+            results['cni'] = cni_bench.part_cni(opts.quick, baseline, backend)
         if 'nftcore' in parts:
             results['nftcore'] = nft_bench.part_nftcore(nft_sizes, opts.quick, baseline)
         if 'conn' in parts:

@@ -42,8 +42,8 @@ Standard library only: this file runs on managed nodes.
 import os
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import module_spec
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import render_rule
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import module_spec
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups import Backups
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import (
     COMMON_SPEC,
@@ -77,6 +77,7 @@ CNI_OPTIONS = dict(
     ipv6=module_spec(('ipv6',))['ipv6'],
 )
 MODULE_SPEC = dict(dict((k, dict(COMMON_SPEC[k])) for k in ('state', 'backup_dir', 'backup', 'root')), **CNI_OPTIONS)
+
 
 # --------------------------------------------------------------------------
 # The rules

@@ -68,33 +68,43 @@ def conf_paths(files, dirs):
 
 
 def _families_of(data, out):
-    """Add to ``out`` the family of every address below ``data`` (json decoded with pairs kept)."""
-    if isinstance(data, list):
-        for item in data:
-            if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str):
-                key, val = item
-                if isinstance(val, str) and gojson.fold(key) in _ADDRESS_KEYS:
-                    out.add(6 if ':' in val else 4)
-                else:
-                    _families_of(val, out)
+    """Add to ``out`` the family of every address below ``data`` (gojson.loads' tree)."""
+    if isinstance(data, gojson.Obj):
+        for key, val in data:
+            if isinstance(val, str) and gojson.fold(key) in _ADDRESS_KEYS:
+                out.add(6 if ':' in val else 4)
             else:
-                _families_of(item, out)
+                _families_of(val, out)
+    elif isinstance(data, list):
+        for item in data:
+            _families_of(item, out)
+
+
+def _last_true(obj, order):
+    """Whether the ipMasq a plugin decodes from the members ``order`` of ``obj`` is true (the last one not null)."""
+    hits = gojson.matching(obj, MASQ_KEY)
+    for i in reversed([i for i in order if i in hits]):
+        if obj[i][1] is not None:
+            return obj[i][1] is True
+    return False
 
 
 class Network:
     """One network file: its name, its plugins' types, the edits that switch
     its masquerading off (``edits``: ``(start, end, new text)``) and the
-    address families of the plugins those edits concern (``families``: a set,
-    or None when they cannot be told).  ``read(path)`` reads another node
-    file (flannel's subnet file), or None."""
+    address families of the plugins that masquerade (``families``: a set, or
+    None when they cannot be told).  ``read(path)`` reads another node file
+    (flannel's subnet file), or None.
+
+    The file is decoded once; where the text of a value is (to edit it) is
+    looked up only for the edits, so a file that needs none costs one decode."""
 
     def __init__(self, path, text, read=None):
         self.path = path
         self.read = read
-        self._text = text
         offset = 1 if text.startswith('\ufeff') else 0
         try:
-            data = json.loads(text[offset:])
+            data = gojson.loads(text[offset:])
         except RecursionError:
             raise MasqError('%s nests objects or lists too deeply to be read here. Nothing was changed.' % path,
                             path=path)
@@ -103,123 +113,113 @@ class Network:
             raise MasqError('%s is not valid JSON%s: %s. The container runtime cannot load it either; fix or '
                             'remove the file first. Nothing was changed.'
                             % (path, where, getattr(e, 'msg', e)), path=path)
-        if not isinstance(data, dict):
+        if not isinstance(data, gojson.Obj):
             raise MasqError('%s must hold one JSON object ({...}), not a %s. Nothing was changed.'
                             % (path, type(data).__name__), path=path)
-        conflist = path.endswith('.conflist')
-        start = gojson.skip_ws(text, offset)
-        top = self._keys(gojson.members(text, start), () if conflist else _PLUGIN_KEYS)
-        if conflist:
+        # Keys spelled with a rune only Go 1.21 and later fold (escaped or not) are looked at.
+        self._odd = any(c in text for c in gojson.GO_VERSION_DEPENDENT) or '\\u013' in text
+        if path.endswith('.conflist'):
             # libcni's ConfListFromBytes: a Go map; its exact keys "name" and "plugins".
-            name = gojson.exact(top, 'name')
-            name = gojson.value(text, name) if name else None
-            plugins = gojson.exact(top, 'plugins')
-            confs = []
-            if plugins and text[plugins[1]] == '[':
-                confs = [(at, self._keys(gojson.members(text, at), _PLUGIN_KEYS))
-                         for at, _end in gojson.elements(text, plugins[1]) if text[at] == '{']
+            name = data[gojson.exact(data, 'name')][1] if gojson.exact(data, 'name') is not None else None
+            at = gojson.exact(data, 'plugins')
+            plugins = data[at][1] if at is not None else None
+            confs = [((at, n), conf) for n, conf in enumerate(plugins if isinstance(plugins, list) else [])
+                     if isinstance(conf, gojson.Obj)]
         else:
-            name = gojson.field(text, top, 'name')
-            confs = [(start, top)]
+            name = gojson.field(self._keys(data, _PLUGIN_KEYS), 'name')
+            confs = [((), data)]
         self.name = name if isinstance(name, str) else None
         self.types = []
-        self.edits = []
         self.masq_types = []    # the plugins edited
         self.families = set()
-        for opening, conf in confs:
-            kind = gojson.field(text, gojson.go_order(conf), 'type')
+        todo = []               # (path, 'set' or 'append', text)
+        for where, conf in confs:
+            self._keys(conf, _PLUGIN_KEYS)
+            order = gojson.go_order(conf)
+            kind = gojson.field(conf, 'type', order)
             self.types.append(kind)
             if kind == FLANNEL:
-                edits, masquerades = self._flannel(opening, conf)
+                edits, masquerades = self._flannel(where, conf, order)
             elif kind in MASQ_PLUGINS:
-                edits, masquerades = self._plugin(conf), self._last_true(gojson.go_order(conf))
+                edits = [(where + (i,), 'set', 'false') for i in gojson.matching(conf, MASQ_KEY) if conf[i][1] is True]
+                masquerades = _last_true(conf, order)
             else:
                 edits, masquerades = [], False
             if edits:
-                self.edits.extend(edits)
+                todo.extend(edits)
                 self.masq_types.append(kind)
             if masquerades and self.families is not None:
                 # Only a plugin that masquerades as the runtime reads it decides the families.
-                families = self._flannel_families(conf) if kind == FLANNEL else self._ipam_families(conf)
+                families = self._flannel_families(conf, order) if kind == FLANNEL else self._ipam_families(conf)
                 self.families = None if families is None else self.families | families
         self.masquerading = any(t in MASQ_PLUGINS or t == FLANNEL for t in self.types)
+        self.edits = self._placed(text, gojson.skip_ws(text, offset), todo) if todo else []
 
-    def _keys(self, found, names):
-        """``found``, refused when one of its keys would be one of ``names`` for Go 1.21 and later only."""
-        odd = gojson.version_dependent(found, names)
+    def _keys(self, obj, names):
+        """``obj``, refused when one of its keys would be one of ``names`` for Go 1.21 and later only."""
+        odd = gojson.version_dependent(obj, names) if self._odd else None
         if odd:
             raise MasqError('%s: the key %s is read as %s by Go 1.21 and later but not by earlier Go, so what '
                             'the container runtime makes of this file depends on the Go it was built with. Rename '
                             'the key. Nothing was changed.'
                             % (self.path, json.dumps(odd[0]), gojson.fold(odd[0]).lower()), path=self.path)
-        return found
+        return obj
 
-    def _last_true(self, ordered):
-        """Whether the ipMasq a plugin decodes from ``ordered`` members is true (the last one not null)."""
-        for _k, start, end in reversed(gojson.matching(ordered, MASQ_KEY)):
-            if self._text[start:end] != 'null':
-                return self._text[start:end] == 'true'
-        return False
+    @staticmethod
+    def _placed(text, top, todo):
+        """The edits ``todo`` as ``(start, end, new text)`` of ``text`` (the top object at ``top``)."""
+        out = []
+        for where, how, new in todo:
+            start, end = gojson.locate(text, top, where)
+            if how == 'append':
+                # After its last member, spaced as its first member is.
+                space = text[start + 1:gojson.skip_ws(text, start + 1)]
+                end = gojson.members(text, start)[-1][1]
+                out.append((end, end, ',' + (space or ' ') + new))
+            else:
+                out.append((start, end, new))
+        return out
 
-    def _plugin(self, conf):
-        """The edits of a bridge or ptp plugin: every ipMasq that says true, to false."""
-        text = self._text
-        return [(s, e, 'false') for _k, s, e in gojson.matching(conf, MASQ_KEY) if text[s:e] == 'true']
-
-    def _insert(self, found, opening, member):
-        """The edit that adds ``member`` after the last of ``found`` (the
-        members of the object that opens at ``opening``), spaced as its first member is."""
-        text = self._text
-        space = text[opening + 1:gojson.skip_ws(text, opening + 1)]
-        return (found[-1][2], found[-1][2], ',' + (space or ' ') + member)
-
-    def _flannel(self, opening, conf):
-        """The edits of a flannel plugin: every delegate says ``"ipMasq": false``."""
-        text = self._text
+    def _flannel(self, where, conf, order):
+        """The edits of a flannel plugin (every delegate says ``"ipMasq": false``), and whether it masquerades."""
         delegates = gojson.matching(conf, 'delegate')
         merged = {}
-        for _k, start, _e in gojson.matching(gojson.go_order(conf), 'delegate'):
-            if text[start] == 'n':
-                merged = {}
-            elif text[start] == '{':
-                merged.update((k, (s, e)) for k, s, e in gojson.members(text, start))
-        if 'type' in merged:
-            kind = json.loads(text[merged['type'][0]:merged['type'][1]])
-            if kind not in MASQ_PLUGINS:
-                return [], False
+        for i in order:
+            if i in delegates:
+                val = conf[i][1]
+                merged = {} if val is None else dict(merged, **dict(val)) if isinstance(val, gojson.Obj) else merged
+        if 'type' in merged and merged['type'] not in MASQ_PLUGINS:
+            return [], False
         # Without a key spelled ipMasq flannel's plugin sets one (true, with flanneld's masquerading off).
-        masquerades = MASQ_KEY not in merged or self._last_true([(k,) + v for k, v in sorted(merged.items())])
+        inner = gojson.Obj(sorted(merged.items()))
+        masquerades = MASQ_KEY not in merged or _last_true(inner, range(len(inner)))
         if not delegates:
-            return [self._insert(conf, opening, '"delegate": ' + DELEGATE_OFF)], masquerades
+            return [(where, 'append', '"delegate": ' + DELEGATE_OFF)], masquerades
         edits = []
-        for _k, start, end in delegates:
-            if text[start] == 'n':
-                edits.append((start, end, DELEGATE_OFF))
-            elif text[start] == '{':
-                inner = self._keys(gojson.members(text, start), ('type', MASQ_KEY))
-                if not inner:
-                    edits.append((start, end, DELEGATE_OFF))
-                    continue
-                edits.extend(self._plugin(inner))
-                if gojson.exact(inner, MASQ_KEY) is None:
-                    edits.append(self._insert(inner, start, '"%s": false' % MASQ_KEY))
+        for i in delegates:
+            val = conf[i][1]
+            if val is None or val == []:
+                edits.append((where + (i,), 'set', DELEGATE_OFF))
+            elif isinstance(val, gojson.Obj):
+                self._keys(val, ('type', MASQ_KEY))
+                edits += [(where + (i, j), 'set', 'false') for j in gojson.matching(val, MASQ_KEY) if val[j][1] is True]
+                if gojson.exact(val, MASQ_KEY) is None:
+                    edits.append((where + (i,), 'append', '"%s": false' % MASQ_KEY))
         return edits, masquerades
 
-    def _ipam_families(self, conf):
-        text = self._text
+    @staticmethod
+    def _ipam_families(conf):
         out = set()
-        for _k, start, end in gojson.matching(conf, 'ipam'):
-            if text[start] != '{':
-                continue
-            ipam = json.loads(text[start:end], object_pairs_hook=list)
-            kinds = [v for k, v in ipam if gojson.fold(k) == 'TYPE']
-            if kinds and kinds[-1] == 'dhcp':
-                out.add(4)
-            _families_of(ipam, out)
+        for i in gojson.matching(conf, 'ipam'):
+            ipam = conf[i][1]
+            if isinstance(ipam, gojson.Obj):
+                if gojson.field(ipam, 'type') == 'dhcp':
+                    out.add(4)
+                _families_of(ipam, out)
         return out or None
 
-    def _flannel_families(self, conf):
-        where = gojson.field(self._text, gojson.go_order(conf), 'subnetFile') or FLANNEL_SUBNET_FILE
+    def _flannel_families(self, conf, order):
+        where = gojson.field(conf, 'subnetFile', order) or FLANNEL_SUBNET_FILE
         env = self.read(where) if self.read is not None else None
         out = set()
         for line in (env or '').splitlines():

@@ -3,7 +3,7 @@ directories as the container runtime reads them, judged by the lab's own
 runtime reader (ipmasq_lab/cni_runtime.py: libcni's loader, Go's
 encoding/json key folding and maps, flannel's plugin's ipMasq rule), not by
 the code under test.  Files only, in a temporary root (no rules removed):
-tests/integration/test_cni.py runs the real bridge plugin on some of them."""
+tests/integration/test_cni_loading.py runs the real bridge plugin on some of them."""
 import json
 import os
 import random
