@@ -75,7 +75,7 @@ options:
         file, and none of its rules is removed; a network's C(ipMasq) is one switch for both families.
     type: bool
     default: false
-    version_added: 1.2.0
+    version_added: 2.0.0
   root:
     description:
       - Look every file up below this directory (an image, a test tree). C(iptables-save) and C(nft) still run on
