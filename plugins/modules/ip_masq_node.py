@@ -33,7 +33,8 @@ description:
     role then runs the daemon modules themselves, and the audit after them. Otherwise the warnings those modules
     would give (for example a daemon the role only reports on) are this module's warnings.
   - A part whose option is null is not run. A part that fails ends the run there; the parts run before it keep what
-    they did, and the failure says which parts changed.
+    they did, and the failure says which parts changed (a failed audit says what they changed, as RV(msg) of a run
+    that passes says it, for example that the chain was written).
   - Where the tool the chosen backend needs (C(iptables-restore) for V(iptables), C(nft) for V(nftables), either
     for V(auto)) is missing, the policy is not applied and RV(packages_needed) is true (the role then installs the
     package and applies the policy with P(ipmasq.agent.masq_chain#module)); the audit is then not run either.
@@ -417,7 +418,11 @@ def node_step(module, run, find):
             return work()
         except MasqError as e:
             changed = [n for n in done if (result.get(n) or {}).get('changed')]
-            if changed:
+            if changed and name == 'audit':
+                # The audit reads what this run wrote: say what that was, as a run that passes says it.
+                e.msg = '%s (Before the audit failed, this run changed the node: %s.)' % (
+                    e.msg.rstrip(), node_msg(dict((n, result[n]) for n in done), check))
+            elif changed:
                 e.msg = '%s (This run changed, before it failed: %s.)' % (e.msg.rstrip(), ', '.join(changed))
             e.details = dict(e.details or {}, failed_part=name, changed=bool(changed) or e.details.get('changed', False),
                              **{n: result[n] for n in done})

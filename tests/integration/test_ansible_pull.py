@@ -1,7 +1,10 @@
 """A fleet without a controller (docs/docsite/rst/ansible_pull.rst), as the
-guide writes it: its repository files, its install and commit commands and
-the ``ExecStart=`` commands of its two services are read from the guide, so a
-wrong step there fails here.
+guide writes it: its repository files (ansible.cfg and the units included), its
+install and commit commands, the node's bootstrap commands and the
+``ExecStart=`` and ``WorkingDirectory=`` of the two services it installs are
+read from the guide, so a wrong step there fails here. No pull may print
+Ansible's "Could not match supplied host pattern" (ansible-pull's limit holds
+names the inventory does not), nor any other warning.
 
 The node is a network namespace of the test's own, named ``edge-paris-1`` (a
 UTS namespace of its own, so that ansible-pull's limit, which is the node's
@@ -13,9 +16,14 @@ guide's command into the repository's ``collections/`` folder and committed;
 ANSIBLE_COLLECTIONS_PATH names an empty folder, so the play finds only that
 copy. Only what keeps this machine untouched is added to the guide's
 commands: the repository's path and the clone's instead of the URL and
-/var/lib, the lock file under tmp_path, and ``-e`` with the role's node paths
-under tmp_path (netlab.role_node_paths), ``ip_masq_resync_systemctl: false``,
-no package installs and the daemons' steps skipped."""
+/var/lib, the unit directory and the lock file under tmp_path, and ``-e`` with
+the role's node paths under tmp_path (netlab.role_node_paths),
+``ip_masq_resync_systemctl: false``, no package installs and the daemons' steps
+skipped. The bootstrap's virtual environment is the test's own (.venv stands
+for /opt/ansible: nothing is installed from the network), and its systemctl
+steps are not run: ``systemctl start`` of a service runs that installed
+service's command, in its working directory."""
+import glob
 import json
 import os
 import re
@@ -38,6 +46,7 @@ GIT = ['git', '-c', 'user.name=Fleet', '-c', 'user.email=fleet@example.invalid',
 AS_NODE = ['unshare', '--uts', '/usr/bin/python3', '-c',
            'import os, socket, sys; socket.sethostname(sys.argv[1]); os.execv(sys.argv[2], sys.argv[2:])', HOST]
 PULL_TIMEOUT = 300
+URL = 'https://git.example.internal/fleet/ipmasq-fleet.git'
 
 
 def guide_blocks():
@@ -68,26 +77,90 @@ def guide_files():
     return files
 
 
-def guide_commands(program):
-    """The console lines of the guide that run ``program``, as argv lists."""
+def guide_commands(program, prompt='$ '):
+    """The console lines of the guide that run ``program`` at ``prompt`` (``$``
+    on the workstation, ``#`` as root on a node), as argv lists."""
+    return [argv for argv in prompt_commands(prompt) if argv[0] == program]
+
+
+def prompt_commands(prompt):
+    """Every console line of the guide at ``prompt``, in order, as argv lists."""
     out = []
     for lang, text in guide_blocks():
         if lang == 'console':
-            out += [shlex.split(line[2:]) for line in text.splitlines()
-                    if line.startswith(('$ ', '# ')) and line[2:].startswith(program + ' ')]
+            out += [shlex.split(line[2:]) for line in text.splitlines() if line.startswith(prompt)]
     return out
 
 
-def exec_start(unit, repo, clone, lock):
-    """The unit's ExecStart= from the guide, with the test's repository, clone and lock."""
-    text = guide_files()['/etc/systemd/system/' + unit]
-    argv = shlex.split([line for line in text.splitlines() if line.startswith('ExecStart=')][0][len('ExecStart='):])
-    assert argv[0] == '/usr/bin/flock' and argv[2].endswith('/ansible-pull'), argv
-    argv[1] = lock
-    argv[2] = os.path.join(netlab.VENV_BIN, 'ansible-pull')
-    argv[argv.index('-U') + 1] = repo
-    argv[argv.index('-d') + 1] = clone
-    return argv
+class EdgeNode:
+    """The node's places (the guide's paths) under tmp_path, and its runs."""
+
+    def __init__(self, node, repo, tmp_path, host=HOST):
+        self.node, self.tmp_path, self.host = node, tmp_path, host
+        self.clone = str(tmp_path / 'var-lib-ipmasq-pull')
+        self.units = str(tmp_path / 'etc-systemd-system')
+        os.makedirs(self.units)
+        self.places = {URL: str(repo), '/var/lib/ipmasq-pull': self.clone, '/etc/systemd/system': self.units,
+                       '/run/ipmasq-pull.lock': str(tmp_path / 'ipmasq-pull.lock'),
+                       '/opt/ansible/bin/': netlab.VENV_BIN + '/'}
+        self.values = netlab.role_node_paths(tmp_path / 'node')
+        self.values.update(ip_masq_resync_systemctl=False, ip_masq_install_packages=False,
+                           ip_masq_docker='skip', ip_masq_flannel='skip', ip_masq_kubelet='skip')
+
+    def mapped(self, arg):
+        for guide, ours in sorted(self.places.items(), key=lambda item: -len(item[0])):
+            arg = arg.replace(guide, ours)
+        return arg
+
+    def bootstrap(self):
+        """The guide's commands for a fresh node, in order; the result of the first run."""
+        first = None
+        for argv in prompt_commands('# '):
+            if argv[:3] == ['python3', '-m', 'venv']:
+                assert argv[3:] == ['/opt/ansible'], argv
+            elif argv[0] == '/opt/ansible/bin/pip':
+                assert argv[1] == 'install' and [a.split('>=')[0] for a in argv[2:]] == ['ansible-core', 'netaddr'], argv
+            elif argv[0] in ('git', 'install'):
+                argv = [self.mapped(a) for a in argv]
+                for i, arg in enumerate(argv):
+                    if '*' in arg:
+                        argv[i:i + 1] = sorted(glob.glob(arg))
+                self.node.ns.exec(argv, timeout=120)
+            elif argv[:2] == ['systemctl', 'start']:
+                (unit,) = argv[2:]
+                assert first is None, 'one first run'
+                first = self.run_unit(unit)
+            else:
+                assert argv[0] == 'systemctl' and argv[1] in ('daemon-reload', 'enable'), argv
+        assert first is not None, 'the bootstrap runs no first pull'
+        return first
+
+    def unit(self, name):
+        """``(argv, cwd)`` of an installed service: ExecStart= and WorkingDirectory=, in the test's places."""
+        with open(os.path.join(self.units, name), encoding='utf-8') as handle:
+            lines = handle.read().splitlines()
+        (start,) = [line[len('ExecStart='):] for line in lines if line.startswith('ExecStart=')]
+        (cwd,) = [line[len('WorkingDirectory='):] for line in lines if line.startswith('WorkingDirectory=')]
+        argv = shlex.split(start)
+        assert argv[0] == '/usr/bin/flock' and argv[2] == '/opt/ansible/bin/ansible-pull', argv
+        assert '-U' in argv and '-d' in argv and '-i' not in argv, argv
+        return [self.mapped(a) for a in argv], self.mapped(cwd)
+
+    def run_unit(self, name):
+        """One run of the installed service, as the node: ``(rc, output, the play's JSON or None)``."""
+        argv, cwd = self.unit(name)
+        return self.pull(argv, cwd)
+
+    def pull(self, argv, cwd):
+        proc = subprocess.run(self.node.ns.argv(AS_NODE[:-1] + [self.host] + argv + ['-e', json.dumps(self.values)]),
+                              cwd=cwd, capture_output=True, text=True, check=False, timeout=PULL_TIMEOUT,
+                              env=env_for(self.tmp_path, self.node.backend))
+        out = proc.stdout + proc.stderr
+        # ansible-pull's --limit names the node's names: the guide's ansible.cfg keeps that quiet.
+        assert 'Could not match supplied host pattern' not in out, out
+        assert '[WARNING]' not in out, out
+        plays = [line for line in proc.stdout.splitlines() if line.startswith('{"plays"')]
+        return proc.returncode, out, (json.loads(plays[-1]) if plays else None)
 
 
 def make_repo(tmp_path):
@@ -118,6 +191,7 @@ def make_repo(tmp_path):
     assert (repo / 'collections/ansible_collections/ipmasq/agent/MANIFEST.json').exists()
     tracked = netlab.run(['git', '-C', str(repo), 'ls-files'], timeout=60).stdout.split()
     assert 'collections/ansible_collections/ipmasq/agent/MANIFEST.json' in tracked and 'local.yml' in tracked
+    assert 'ansible.cfg' in tracked and 'systemd/ipmasq-pull.service' in tracked, tracked
     return repo
 
 
@@ -132,15 +206,6 @@ def env_for(tmp_path, backend=None):
     return env
 
 
-def pull(node, argv, values, tmp_path):
-    """One ansible-pull as the node: ``(rc, output, the play's JSON or None)``."""
-    proc = node.ns.exec(AS_NODE + argv + ['-e', json.dumps(values)], check=False, timeout=PULL_TIMEOUT,
-                        env=env_for(tmp_path, node.backend))
-    out = proc.stdout + proc.stderr
-    plays = [line for line in proc.stdout.splitlines() if line.startswith('{"plays"')]
-    return proc.returncode, out, (json.loads(plays[-1]) if plays else None)
-
-
 def node_task(play):
     tasks = [task for p in play['plays'] for task in p['tasks']
              if task['task']['name'].startswith('ipmasq.agent.ip_masq : Validate')]
@@ -149,15 +214,9 @@ def node_task(play):
 
 
 def test_nodes_pull_the_guide_repository_converge_and_follow_its_commits(nft_node, tmp_path):
-    node = nft_node
     repo = make_repo(tmp_path)
-    clone, lock = str(tmp_path / 'var-lib-ipmasq-pull'), str(tmp_path / 'ipmasq-pull.lock')
-    on_commit = exec_start('ipmasq-pull.service', str(repo), clone, lock)
-    daily = exec_start('ipmasq-pull-full.service', str(repo), clone, lock)
-    assert '--only-if-changed' in on_commit and '--only-if-changed' not in daily
-    values = netlab.role_node_paths(tmp_path / 'node')
-    values.update(ip_masq_resync_systemctl=False, ip_masq_install_packages=False,
-                  ip_masq_docker='skip', ip_masq_flannel='skip', ip_masq_kubelet='skip')
+    edge = EdgeNode(nft_node, repo, tmp_path)
+    node, values = nft_node, edge.values
     site = yaml.safe_load((repo / SITE_VARS).read_text())
     cidrs = site['ip_masq_nonmasquerade_cidrs']
     assert site['ip_masq_masq_link_local'] is False
@@ -167,21 +226,27 @@ def test_nodes_pull_the_guide_repository_converge_and_follow_its_commits(nft_nod
         with open(values['ip_masq_config_path'], encoding='utf-8') as handle:
             assert parse_config(handle.read())[0]['nonmasquerade_cidrs'] == want_cidrs
 
-    # The first pull clones and runs the site play for this node: it converges.
-    rc, out, play = pull(node, on_commit, values, tmp_path)
+    # The bootstrap clones, installs the repository's units and runs the full one first: it converges.
+    # The play's hosts come from the clone's ansible.cfg (the services give no -i).
+    rc, out, play = edge.bootstrap()
     assert rc == 0 and play, out
     assert node_task(play)['changed'] is True and play['stats'][HOST]['failures'] == 0, out
     converged(cidrs)
     assert sorted(os.listdir(values['ip_masq_unit_dir'])) == [
         'ip-masq-agent.path', 'ip-masq-agent.service', 'ip-masq-agent.timer']
+    assert sorted(os.listdir(edge.units)) == sorted(os.listdir(repo / 'systemd'))
+    on_commit, cwd = edge.unit('ipmasq-pull.service')
+    daily, daily_cwd = edge.unit('ipmasq-pull-full.service')
+    assert '--only-if-changed' in on_commit and '--only-if-changed' not in daily
+    assert cwd == daily_cwd == edge.clone
 
     # The next pull finds no new commit and runs nothing.
-    rc, out, play = pull(node, on_commit, values, tmp_path)
+    rc, out, play = edge.pull(on_commit, cwd)
     assert rc == 0 and play is None and 'Repository has not changed, quitting' in out, out
     converged(cidrs)
 
     # The daily run runs the play, which changes nothing.
-    rc, out, play = pull(node, daily, values, tmp_path)
+    rc, out, play = edge.pull(daily, cwd)
     assert rc == 0 and play, out
     assert play['stats'][HOST]['changed'] == 0 and node_task(play)['changed'] is False, out
     converged(cidrs)
@@ -199,24 +264,31 @@ def test_nodes_pull_the_guide_repository_converge_and_follow_its_commits(nft_nod
     (repo / SITE_VARS).write_text(text.replace('10.30.0.0/16', '10.40.0.0/16'))
     netlab.run(GIT[:1] + ['-C', str(repo)] + GIT[1:] + ['commit', '-q', '-am', 'edge_paris: VPC 10.40.0.0/16'])
     new = [c.replace('10.30.0.0/16', '10.40.0.0/16') for c in cidrs]
-    rc, out, play = pull(node, on_commit, values, tmp_path)
+    rc, out, play = edge.pull(on_commit, cwd)
     assert rc == 0 and play and node_task(play)['changed'] is True, out
     converged(new)
 
 
 def test_a_node_missing_from_the_inventory_fails_its_pull_and_changes_nothing(nft_node, tmp_path):
     """The guide says so: ansible-pull exits 1, with ansible-playbook's message."""
-    node = nft_node
     repo = make_repo(tmp_path)
-    argv = exec_start('ipmasq-pull.service', str(repo), str(tmp_path / 'clone'), str(tmp_path / 'lock'))
-    values = netlab.role_node_paths(tmp_path / 'node')
-    values.update(ip_masq_resync_systemctl=False, ip_masq_install_packages=False,
-                  ip_masq_docker='skip', ip_masq_flannel='skip', ip_masq_kubelet='skip')
-    stranger = AS_NODE[:-1] + ['edge-nowhere-1']
-    proc = node.ns.exec(stranger + argv + ['-e', json.dumps(values)], check=False, timeout=PULL_TIMEOUT,
-                        env=env_for(tmp_path, node.backend))
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 1, out
+    stranger = EdgeNode(nft_node, repo, tmp_path, host='edge-nowhere-1')
+    rc, out, _play = stranger.bootstrap()
+    assert rc == 1, out
     assert 'Specified inventory, host pattern and/or --limit leaves us with no hosts to target' in out
-    assert policy_view.ours(node.rules(4)) == []
-    assert not os.path.exists(values['ip_masq_config_path'])
+    assert policy_view.ours(nft_node.rules(4)) == []
+    assert not os.path.exists(stranger.values['ip_masq_config_path'])
+
+
+def test_the_guide_pairs_a_private_key_with_an_ssh_url():
+    """``--private-key`` is an SSH key: the guide gives it with an SSH URL, never an https one."""
+    with open(GUIDE, encoding='utf-8') as handle:
+        paragraphs = handle.read().split('\n\n')
+    keyed = [p for p in paragraphs if '--private-key' in p]
+    assert keyed
+    for paragraph in keyed:
+        assert 'git@' in paragraph or 'ssh://' in paragraph, paragraph
+    # No command of the guide gives a key with an https URL.
+    for _lang, text in guide_blocks():
+        for line in text.splitlines():
+            assert not ('--private-key' in line and 'https://' in line), line

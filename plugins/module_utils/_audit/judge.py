@@ -37,7 +37,7 @@ def judge(sources, allow):
         src['allowed'] = by is not None
         src['allowed_by'] = by
         if by is None:
-            src['hint'] = owners.HINTS[src['owner']] % {'chain': src['chain']}
+            src['hint'] = owners.hint(src['owner'], src['chain'])
     return sources
 
 

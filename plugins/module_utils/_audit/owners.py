@@ -62,7 +62,7 @@ NETAVARK = Owner(
     comment_words=('netavark',),
     ifaces=('^podman',),
     service=True,           # its 0x2000 hostport mark
-    hint=('podman (netavark) masquerades this network: allow owner netavark if its containers '
+    hint=('podman (netavark) masquerades this network: %(allow_owner)s if its containers '
           'may be masqueraded, or run them on a network without outbound NAT'),
 )
 LIBVIRT = Owner(
@@ -72,12 +72,19 @@ LIBVIRT = Owner(
     ifaces=('^virbr',),
     subnets=('192.168.122.0/24',),      # its default network
     hint=('a libvirt NAT network: use <forward mode="route"/> or mode="open" in its XML '
-          '(virsh net-edit), or allow owner libvirt'),
+          '(virsh net-edit), or %(allow_owner)s'),
 )
 
 UNKNOWN = 'unknown'
-UNKNOWN_HINT = ('find the tool that writes this rule and switch its masquerading off, or allow it '
-                '(allow: [{chain: %(chain)s}] or a regex on the rule)')
+UNKNOWN_HINT = ('find the tool that writes this rule and switch its masquerading off, or %(allow_rule)s')
+# How a hint says "allow it", in the words of who applies the policy (the
+# audit's ``advice``): the module's option ``allow``, or the role's variable.
+ALLOW_WORDS = {
+    'module': {'allow_rule': 'allow it (allow: [{chain: %(chain)s}] or a regex on the rule)',
+               'allow_owner': 'allow owner %(owner)s'},
+    'role': {'allow_rule': 'allow it (ip_masq_audit_allow: [{chain: %(chain)s}] or a regex on the rule)',
+             'allow_owner': 'allow owner %(owner)s (ip_masq_audit_allow: [%(owner)s])'},
+}
 # The owners that are not registered daemons, as the reports list them after
 # ours and the daemons' (by name); and in the order a table name is tried
 # against them, after the daemons'.
@@ -128,6 +135,16 @@ def __getattr__(name):
     if name in _DERIVED:
         return getattr(_current(), _DERIVED[name])
     raise AttributeError('module %r has no attribute %r' % (__name__, name))
+
+
+def hint(owner, chain, advice='module'):
+    """What to do about a rule of ``owner`` in ``chain`` that is not
+    allowed; ``advice`` ``module`` or ``role`` names the allow list of who
+    applies the policy."""
+    values = {'chain': chain, 'owner': owner}
+    words = ALLOW_WORDS['role' if advice in ('role', 'check') else 'module']
+    values.update((key, text % values) for key, text in words.items())
+    return _current().hints[owner] % values
 
 
 def _from_chain(name, our_chain):

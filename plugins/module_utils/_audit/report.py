@@ -12,6 +12,7 @@ Standard library only: this file runs on managed nodes.
 
 import collections
 
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit import owners
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.walk import FAMILY_NAMES
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends
 
@@ -144,7 +145,9 @@ def offender_lines(result, advice='module', check_mode=False):
         lines.append(_split(homes, result['chain'], key, result['ours_in'])[1])
     lines.extend(n for n in result.get('notes') or [] if UNAUDITED in n)
     for s in result['offenders']:
+        # The role's advice names its allow list (ip_masq_audit_allow), the module's its option.
+        hint = s['hint'] if advice == 'module' else owners.hint(s['owner'], s['chain'], advice)
         lines.append('[%s %s %s: %s] %s: %s -- %s'
                      % (s['family'].replace('ip', 'IP'), s['backend'], s['table'], ' > '.join(s['path']),
-                        s['owner'], s['rule'], s['hint']))
+                        s['owner'], s['rule'], hint))
     return lines

@@ -238,17 +238,19 @@ def diff_text(result, which):
 def msg_parts(result, check_mode):
     """The ``masq_chain`` one-line message's words (``_msg.chain_msg``):
     ``(changed, steady)``, each backend's own (``msg_parts``), registry's
-    order; what each says later (ours under another name) after every
-    backend's ``changed``."""
+    order, except that what the backend holding the policy changed comes
+    first (a switch writes the policy there, then removes ours from the
+    other one: backends.rst, "Switching a node"); what each says later (ours
+    under another name) after every backend's ``changed``."""
     present = result.get('state', 'present') == 'present'
-    changed, steady, later = [], [], []
+    first, changed, steady, later = [], [], [], []
     for cls in REGISTRY:
         elsewhere = any(other.holds_policy(result) for other in REGISTRY if other.writes and other is not cls)
         c, s, l = cls.msg_parts(result, check_mode, present, elsewhere)
-        changed.extend(c)
+        (first if cls.holds_policy(result) else changed).extend(c)
         steady.extend(s)
         later.extend(l)
-    return changed + later, steady
+    return first + changed + later, steady
 
 
 def log_lines(result):

@@ -245,27 +245,37 @@ def others_text(others):
     return out
 
 
+def _diff_lines(result, fam, which):
+    """Our lines of one family's nat table, before or after the run."""
+    out = []
+    if which == 'before':
+        out.extend(fam['before']['jumps'])
+        if fam['before']['chain_exists']:
+            out.append(':%s - [0:0]' % result['chain'])
+        out.extend(sub_declarations(fam['before']['rules'], result['chain']))
+        out.extend(fam['before']['rules'])
+        out.extend(others_text(fam.get('others')))
+    elif fam['managed']:
+        out.append(fam['jump'])
+        out.append(':%s - [0:0]' % result['chain'])
+        out.extend(sub_declarations(fam['rules'], result['chain']))
+        out.extend(fam['rules'])
+    return out
+
+
 def diff_text(result, which):
-    """Text for diff mode: the chain and its jumps per family, before or after."""
+    """Text for diff mode: the chain and its jumps per family, before or after;
+    a family with nothing of ours on either side (IPv6 not managed) is left out."""
     out = []
     for family in FAMILIES:
         fam = result.get('ipv%d' % family)
         if not fam or 'before' not in fam:
             continue
+        if not (_diff_lines(result, fam, 'before') or _diff_lines(result, fam, 'after')):
+            continue
         out.append('# %s nat (IPv%d)' % (TOOLS[family][0], family))
-        if which == 'before':
-            out.extend(fam['before']['jumps'])
-            if fam['before']['chain_exists']:
-                out.append(':%s - [0:0]' % result['chain'])
-            out.extend(sub_declarations(fam['before']['rules'], result['chain']))
-            out.extend(fam['before']['rules'])
-            out.extend(others_text(fam.get('others')))
-        elif fam['managed']:
-            out.append(fam['jump'])
-            out.append(':%s - [0:0]' % result['chain'])
-            out.extend(sub_declarations(fam['rules'], result['chain']))
-            out.extend(fam['rules'])
-    return '\n'.join(out) + '\n'
+        out.extend(_diff_lines(result, fam, which))
+    return '\n'.join(out) + '\n' if out else ''
 
 
 def chain_drift(live, wanted):

@@ -20,8 +20,9 @@ def test_masq_chain_msg_per_family_and_in_check_mode():
     assert _msg.chain_msg(same, False) == 'IP-MASQ-AGENT: no change (IPv4 5 rules, IPv6 not managed)'
     moved = chain_result(ipv4={'managed': False, 'changed': True, 'rules': []},
                          nftables={'managed': True, 'changed': True, 'table': 'table inet ip-masq-agent'})
-    assert _msg.chain_msg(moved, True) == ('IP-MASQ-AGENT: would remove IPv4 chain, '
-                                           'would write nftables table inet ip-masq-agent')
+    # A switch says it in the order it does it: the new backend written, then ours removed from the old one.
+    assert _msg.chain_msg(moved, True) == ('IP-MASQ-AGENT: would write nftables table inet ip-masq-agent, '
+                                           'would remove IPv4 chain')
     renamed = chain_result(chain='NEW-SNAT')
     renamed['ipv4']['others'] = [{'chain': 'IP-MASQ-AGENT', 'chain_exists': True, 'rules': [], 'jumps': []}]
     assert _msg.chain_msg(renamed, False) == ('NEW-SNAT: IPv4 5 rules written (was 0), '

@@ -16,6 +16,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._audit.iptables impor
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.judge import analyse
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.node import _is_read_only, audit, read_only
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.owners import HINTS, OWNERS
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit import owners
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.nftables import ruleset_finding
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.report import offender_lines
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import parse_nft
@@ -371,7 +372,20 @@ def test_owner_from_interfaces_and_comments(rule, owner):
 
 def test_every_owner_has_a_hint():
     assert set(HINTS) == set(OWNERS)
-    assert all(HINTS[o] % {'chain': 'X'} for o in OWNERS)
+    assert all(owners.hint(o, 'X') and owners.hint(o, 'X', 'role') for o in OWNERS)
+
+
+def test_a_hint_names_the_allow_list_of_who_applies_the_policy():
+    """The module's option ``allow``; the role's variable ``ip_masq_audit_allow``."""
+    assert owners.hint('unknown', 'POSTROUTING').endswith(
+        'or allow it (allow: [{chain: POSTROUTING}] or a regex on the rule)')
+    assert owners.hint('unknown', 'POSTROUTING', 'role').endswith(
+        'or allow it (ip_masq_audit_allow: [{chain: POSTROUTING}] or a regex on the rule)')
+    assert 'masquerades this network: allow owner netavark if' in owners.hint('netavark', 'X')
+    assert 'allow owner netavark (ip_masq_audit_allow: [netavark]) if' in owners.hint('netavark', 'X', 'role')
+    assert owners.hint('libvirt', 'X', 'check').endswith('or allow owner libvirt (ip_masq_audit_allow: [libvirt])')
+    # Those without an allow in their words read the same for both.
+    assert owners.hint('kube-proxy', 'X') == owners.hint('kube-proxy', 'X', 'role')
 
 
 # --------------------------------------------------------------------------

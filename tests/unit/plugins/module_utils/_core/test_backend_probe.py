@@ -192,13 +192,15 @@ def test_a_switch_to_and_from_it_removes_ours_from_the_other(probe, masq_chain, 
         assert moved['actions'] == ['probe-b: write %s (2 lines)' % moved['probe-b']['path'],
                                     'probe: remove %s' % moved['probe']['path']]
         assert moved['drift_kinds'] == ['probe_missing', 'other_backend']
-        assert moved['msg'] == 'IP-MASQ-AGENT: probe file removed, probe-b file (2 lines) written'
+        # The message in the order of the actions: written where it moves, then removed (backends.rst).
+        assert moved['msg'] == 'IP-MASQ-AGENT: probe-b file (2 lines) written, probe file removed'
         # auto keeps the node where ours is now.
         kept = masq_chain()
         assert kept['selected_backend'] == 'probe-b' and not kept['changed']
         back = masq_chain(choice='probe')
         assert ours(probe) == LINES and ours(other) is None
         assert back['selected_backend'] == 'probe' and back['drift_kinds'] == ['probe_missing', 'other_backend']
+        assert back['msg'] == 'IP-MASQ-AGENT: probe file (2 lines) written, probe-b file removed'
 
 
 def test_a_switch_whose_removal_fails_is_undone(probe, masq_chain, tmp_path):
