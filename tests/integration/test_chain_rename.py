@@ -178,10 +178,12 @@ def test_a_rename_with_a_switch_to_nftables_removes_the_old_chain(node, state):
     assert node.foreign(NEW) == foreign
 
 
-def test_a_rename_with_a_switch_finds_the_old_chain_in_the_other_flavour(node):
+@pytest.mark.parametrize('state', ['present', 'absent'])
+def test_a_rename_with_a_switch_finds_the_old_chain_in_the_other_flavour(node, state):
     """The same, with our old-named chain in the iptables flavour that is not
     on PATH (written there by that flavour's own tools, as a run with those
-    tools on PATH left it): the switch to nftables removes it too."""
+    tools on PATH left it): the switch to nftables removes it too, and so
+    does state=absent with the new name."""
     other = {'nft': 'legacy', 'legacy': 'nft'}[node.backend.name]
     for family, cidr in ((4, '10.0.0.0/8'), (6, 'fd00::/8')):
         lines = ipt_expect([cidr])
@@ -189,6 +191,10 @@ def test_a_rename_with_a_switch_finds_the_old_chain_in_the_other_flavour(node):
         node.ns.exec([tool, '--noflush'], input='*nat\n%s\nCOMMIT\n' % '\n'.join(
             line + ' [0:0]' if line.startswith(':') else line for line in lines))
     assert len(ours_anywhere(node)) == 2 * len(ipt_expect(['10.0.0.0/8']))
-    ok(node.module(chain=NEW, backend='nftables', **ARGS)['apply1'])
+    if state == 'present':
+        ok(node.module(chain=NEW, backend='nftables', **ARGS)['apply1'])
+        assert node.state(NEW)['nft'] is not None
+    else:
+        ok(node.module(chain=NEW, state='absent')['apply1'])
+        assert node.state(NEW) == NOTHING
     assert ours_anywhere(node) == []
-    assert node.state(NEW)['nft'] is not None
