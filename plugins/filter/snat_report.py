@@ -51,8 +51,8 @@ options:
   on_unreachable:
     description:
       - V(fail) makes an unreachable host an V(off-policy) finding (it is listed in C(off_policy_hosts));
-        V(ignore) makes it a V(warning). Either way it is listed in C(unreachable_hosts) and counted as
-        C(unreachable) and C(unreadable).
+        V(ignore) makes it a V(warning), unless no host answered at all (then it is V(off-policy) too). Either way
+        it is listed in C(unreachable_hosts) and counted as C(unreachable) and C(unreadable).
     type: str
     choices: [fail, ignore]
     default: fail
@@ -94,8 +94,13 @@ _value:
       C(unreachable), C(in_both_backends)), and C(totals) holds the same for the whole fleet.
     - >-
       C(off_policy_hosts) lists the hosts with an V(off-policy) finding (the ones the gate fails; unreachable
-      hosts only with O(on_unreachable=fail)), C(unreachable_hosts) the hosts that could not be reached, and
-      C(gate) says what fails the run (C(off_policy) V(fail) or V(report), C(unreachable) V(fail) or V(ignore)).
+      hosts only with O(on_unreachable=fail), or when no host answered), C(unreachable_hosts) the hosts that could
+      not be reached, and C(gate) says what fails the run (C(off_policy) V(fail) or V(report), C(unreachable)
+      V(fail) or V(ignore)).
+    - >-
+      When no host answered (every host could not be reached or could not be read; also an empty O(_input)),
+      C(gate) has C(no_host_answered) V(true), and every unreachable host is an V(off-policy) finding, whatever
+      O(on_unreachable) says: a report with no host's state must fail a gate. The key is absent otherwise.
   type: dict
 """
 
@@ -183,7 +188,7 @@ def _in_both(name, chain_name, policy_in, policy_backend):
                    % (name, belongs, (chain_name or 'IP-MASQ-AGENT').lower(), chain_name, chain_name, chain_name))}
 
 
-def _host(name, found, groups=None, unreachable=None, on_unreachable='fail'):
+def _host(name, found, groups=None, unreachable=None, on_unreachable='fail', no_answer=False):
     if not isinstance(found, dict):
         found = {}
     chain = found.get('chain') or {}
@@ -214,12 +219,15 @@ def _host(name, found, groups=None, unreachable=None, on_unreachable='fail'):
     lost = _unreachable_message(found, chain, snat, unreachable)
     if lost is not None:
         out['unreachable'] = lost
-        fails = on_unreachable == 'fail'
+        fails = on_unreachable == 'fail' or no_answer
         findings.append({'severity': 'off-policy' if fails else 'warning',
                          'what': 'could not be reached: %s' % lost,
                          'do': ('Make the host reachable over SSH (ssh root@%s), then run the report again. '
                                 'ip_masq_report_unreachable=%s: an unreachable host %s.'
-                                % (name, on_unreachable, 'fails the gate (ansible-playbook exits 4)' if fails
+                                % (name, on_unreachable,
+                                   'is reported only, but no host answered, so it fails the gate '
+                                   '(ansible-playbook exits 4)' if no_answer and on_unreachable == 'ignore'
+                                   else 'fails the gate (ansible-playbook exits 4)' if fails
                                    else 'is reported only, and does not change the exit status'))})
         out['policy'] = 'unreachable'
         out['counts'] = dict.fromkeys(COUNTS, 0)
@@ -314,6 +322,12 @@ def snat_report(found, groups=(), *, host_groups=None, unreachable=None, on_unre
     names = sorted(set(found) | set(unreachable))
     hosts = {name: _host(name, found.get(name), host_groups.get(name), unreachable.get(name), on_unreachable)
              for name in names}
+    # No host answered (each unreachable, or not read): the report says nothing of the fleet, and the gate fails,
+    # ip_masq_report_unreachable=ignore or not; every unreachable host is then an off-policy finding.
+    no_answer = all(host['counts']['unreadable'] for host in hosts.values())
+    if no_answer:
+        hosts = {name: _host(name, found.get(name), host_groups.get(name), unreachable.get(name), on_unreachable,
+                             no_answer=True) for name in names}
     wanted = list(groups) or sorted({g for h in hosts.values() for g in h['groups']})
     sums = {g: dict.fromkeys(COUNTS, 0) for g in wanted}
     totals = dict.fromkeys(COUNTS, 0)
@@ -324,6 +338,9 @@ def snat_report(found, groups=(), *, host_groups=None, unreachable=None, on_unre
             for group in host['groups']:
                 if group in sums:
                     sums[group][key] += counts[key]
+    gate = {'off_policy': 'fail' if fail_off_policy else 'report', 'unreachable': on_unreachable}
+    if no_answer:
+        gate['no_host_answered'] = True
     return {
         'hosts': hosts,
         'groups': sums,
@@ -331,7 +348,7 @@ def snat_report(found, groups=(), *, host_groups=None, unreachable=None, on_unre
         'off_policy_hosts': [name for name, host in hosts.items()
                              if any(f['severity'] == 'off-policy' for f in host['findings'])],
         'unreachable_hosts': [name for name, host in hosts.items() if host['policy'] == 'unreachable'],
-        'gate': {'off_policy': 'fail' if fail_off_policy else 'report', 'unreachable': on_unreachable},
+        'gate': gate,
     }
 
 

@@ -140,3 +140,61 @@ def test_both_rule_formats_are_recognised(node, rule_format):
     ok(node.module(chain=NEW)['apply1'])
     assert node.state() == NOTHING
     assert [r for r in node.rules() if r.startswith('-A %s ' % NEW)][-1] == '-A %s %s' % (NEW, MASQ)
+
+
+def ours_anywhere(node):
+    """Every line of ours in both iptables families, with either flavour's own tools (comment or name)."""
+    found = []
+    for tools in ('iptables-nft-save', 'ip6tables-nft-save', 'iptables-legacy-save', 'ip6tables-legacy-save'):
+        text = node.ns.exec([tools, '-t', 'nat']).stdout
+        found.extend('%s: %s' % (tools, line) for line in text.splitlines()
+                     if 'ip-masq-agent' in line or CHAIN in line or NEW in line)
+    return found
+
+
+@pytest.mark.parametrize('state', ['present', 'absent'])
+def test_a_rename_with_a_switch_to_nftables_removes_the_old_chain(node, state):
+    """Issue 32 item 12: our iptables chain (either flavour on PATH), then
+    one run with another chain name and backend=nftables: the old chain and
+    its jump go in that run, in both families; our table of the new name is
+    the policy; foreign rules stay.  state=absent with the new name removes
+    the old-named chain too."""
+    node.add_foreign(ipv6=True)
+    ok(node.module(**ARGS)['apply1'])
+    assert node.state() == node.expect(['10.0.0.0/8'], ['fd00::/8'])
+    foreign = node.foreign()
+    if state == 'present':
+        res = ok(node.module(chain=NEW, backend='nftables', **ARGS)['apply1'])
+        assert res['selected_backend'] == 'nftables'
+        assert node.state(NEW)['nft'] is not None and node.state(NEW)['ipv4'] == []
+        again = ok(node.module(chain=NEW, backend='nftables', **ARGS)['apply1'])
+        assert again['changed'] is False, again['actions']
+    else:
+        ok(node.module(chain=NEW, state='absent')['apply1'])
+        tables = node.nft('list', 'tables').stdout
+        assert 'my-masq' not in tables and 'ip-masq-agent' not in tables, tables
+    assert node.state() == NOTHING
+    assert ours_anywhere(node) == []
+    assert node.foreign(NEW) == foreign
+
+
+@pytest.mark.parametrize('state', ['present', 'absent'])
+def test_a_rename_with_a_switch_finds_the_old_chain_in_the_other_flavour(node, state):
+    """The same, with our old-named chain in the iptables flavour that is not
+    on PATH (written there by that flavour's own tools, as a run with those
+    tools on PATH left it): the switch to nftables removes it too, and so
+    does state=absent with the new name."""
+    other = {'nft': 'legacy', 'legacy': 'nft'}[node.backend.name]
+    for family, cidr in ((4, '10.0.0.0/8'), (6, 'fd00::/8')):
+        lines = ipt_expect([cidr])
+        tool = '%s-%s-restore' % ('iptables' if family == 4 else 'ip6tables', other)
+        node.ns.exec([tool, '--noflush'], input='*nat\n%s\nCOMMIT\n' % '\n'.join(
+            line + ' [0:0]' if line.startswith(':') else line for line in lines))
+    assert len(ours_anywhere(node)) == 2 * len(ipt_expect(['10.0.0.0/8']))
+    if state == 'present':
+        ok(node.module(chain=NEW, backend='nftables', **ARGS)['apply1'])
+        assert node.state(NEW)['nft'] is not None
+    else:
+        ok(node.module(chain=NEW, state='absent')['apply1'])
+        assert node.state(NEW) == NOTHING
+    assert ours_anywhere(node) == []

@@ -205,6 +205,32 @@ def test_a_renamed_chain_decides_alone(tools, backend):
         assert topo.probe() == dict(NO_MASQ4, **{'external6': NO_REPLY, 'cluster-local6': POD6})
 
 
+@pytest.mark.parametrize('tools', ['nft', 'legacy'])
+def test_a_rename_with_a_switch_to_nftables_leaves_the_table_alone(tools):
+    """Issue 32 item 12: the chain in iptables (either flavour), then one run
+    with another chain name and backend=nftables: the old chain is gone from
+    both iptables flavours, a CIDR newly on the list keeps its source address
+    (the old chain would masquerade it), and the table is what masquerades:
+    with it deleted by hand, nothing does."""
+    narrow = dict(ipv6=True, nonmasquerade_cidrs=['192.168.0.0/16'])
+    wide = dict(ipv6=True, nonmasquerade_cidrs=['192.168.0.0/16', '10.0.0.0/8', 'fd00::/8'])
+    masqueraded = dict(DEFAULT_MASQ4, **{'cluster-local': NODE_CL4, 'external6': NODE_EXT6, 'cluster-local6': NODE_CL6})
+    kept = dict(DEFAULT_MASQ4, **{'external6': NODE_EXT6, 'cluster-local6': POD6})
+    with _topology(tools, ipv6=True) as topo:
+        topo.masq(backend='iptables', **narrow)
+        assert topo.probe() == masqueraded
+        result = topo.masq(backend='nftables', chain='MY-MASQ', **wide)
+        assert result['selected_backend'] == 'nftables'
+        for save in ('iptables-nft-save', 'ip6tables-nft-save', 'iptables-legacy-save', 'ip6tables-legacy-save'):
+            text = topo.node.exec([save, '-t', 'nat']).stdout
+            assert 'ip-masq-agent' not in text and CHAIN not in text, (save, text)
+        tables = topo.node.exec(['nft', 'list', 'tables']).stdout.splitlines()
+        assert 'table inet my-masq' in tables and 'table inet ip-masq-agent' not in tables, tables
+        assert topo.probe() == kept
+        topo.node.exec(['nft', 'delete', 'table', 'inet', 'my-masq'])
+        assert topo.probe() == dict(NO_MASQ4, **{'external6': NO_REPLY, 'cluster-local6': POD6})
+
+
 def test_to_ports_picks_the_source_port(topo):
     topo.masq(to_ports=['40000-40009'])
     assert topo.probe(['external']) == {'external': NODE_EXT4}

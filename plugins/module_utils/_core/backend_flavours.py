@@ -22,7 +22,7 @@ Standard library only: this file runs on managed nodes.
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import xtables_kernel
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Backend
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_iptables import IptablesShared
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_iptables import IptablesShared, chains_of_ours
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend, ours_elsewhere, others_before
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_rules import jump_spec, others_text, sub_declarations
@@ -109,11 +109,16 @@ class IptablesFlavour(Backend):
     def _maybe_held(self, chain):
         """The families whose nat table of this flavour may hold ``chain``:
         family -> True (the kernel says so) or None (a legacy nat table
-        exists: only reading it tells)."""
+        exists, or a rule of iptables-nft's carries our comment: only
+        reading it tells)."""
         if self.flavour == 'legacy':
             return dict((f, None) for f in FAMILIES if legacy_nat_exists(self.node.proc_read, f))
-        found = self.node.probe([('chain', NFT_FAMILIES[f], 'nat', chain) for f in FAMILIES])
-        return dict((f, answer) for f, answer in zip(FAMILIES, found) if answer is not False)
+        found, marked = chains_of_ours(self.node, chain)
+        # A rule carrying our comment, without the chain of this name: ours under another name, or not ours
+        # (only reading tells).
+        answers = [named if named is not False else (None if ours is not False else False)
+                   for named, ours in zip(found, marked)]
+        return dict((f, answer) for f, answer in zip(FAMILIES, answers) if answer is not False)
 
     def look(self, reading, why):
         """Read with this flavour's own tools, to be removed in the same run.

@@ -18,10 +18,21 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import M
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend, ours_elsewhere
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_rules import diff_text
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import TOOLS, Tools, legacy_nat_exists
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import FAMILIES
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import FAMILIES, OUR_COMMENT_PREFIX
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.result_words import did, plural
 
 NOT_FOUND = 'iptables-save/iptables-restore not found: no iptables chain to remove.'
+
+
+def chains_of_ours(node, chain):
+    """What the kernel says of ours in iptables-nft's nat tables (``ip nat``,
+    ``ip6 nat``): per family, whether ``chain`` is there, and whether a rule
+    there carries our comment (ours under any other chain name: a renamed
+    chain's, which the chain's name alone does not find).  Each answer True,
+    False or None (the kernel could not be asked)."""
+    answers = node.probe([('chain', family, 'nat', chain) for family in ('ip', 'ip6')]
+                         + [('carries', family, 'nat', OUR_COMMENT_PREFIX) for family in ('ip', 'ip6')])
+    return list(answers[:2]), list(answers[2:])
 
 
 class IptablesState:
@@ -159,9 +170,9 @@ class IptablesOnPath(Backend):
         iptables-nft's chains are nf_tables chains (the kernel is asked);
         a legacy chain can only be in a legacy nat table that /proc lists.
         False when neither can hold it."""
-        found = self.node.probe([('chain', family, 'nat', reading.chain) for family in ('ip', 'ip6')])
+        found, marked = chains_of_ours(self.node, reading.chain)
         legacy = [f for f in FAMILIES if legacy_nat_exists(self.node.proc_read, f)]
-        if not (any(answer is not False for answer in found) or legacy):
+        if not (any(answer is not False for answer in found + marked) or legacy):
             self.state(reading).note = ('no chain %s in any iptables nat table (asked the kernel; no legacy nat table '
                                         'is loaded): iptables not read.' % reading.chain)
             return False
@@ -174,6 +185,10 @@ class IptablesOnPath(Backend):
                                 'and removes the chain), or delete the chain and its POSTROUTING jump yourself '
                                 '(nft list table ip nat). Nothing was changed.' % (reading.chain, held))
             self.state(reading).note = NOT_FOUND
+            if any(marked):
+                self.state(reading).note = (
+                    "iptables-nft's nat table holds a rule carrying our comment (a chain of ours under another name?), "
+                    'and iptables-save is not installed: it could not be read nor removed.')
         else:
             self._read(reading, None)
         return True

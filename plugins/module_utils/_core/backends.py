@@ -21,8 +21,9 @@ under the same lock: the new policy is written first, then the old one
 removed, and when a step of a switch fails the steps already written are
 undone, so that a node is never left with neither policy, nor with both.
 Looking costs next to nothing: the kernel is asked over nfnetlink whether
-our table (from an iptables run) or iptables-nft's chain of ours (from an
-nftables run) exists (``nfnetlink.py``), /proc says whether a legacy nat
+our table (from an iptables run) or iptables-nft's chain of ours, or a rule
+there that carries our comment (ours under an old chain name), from an
+nftables run, exists (``nfnetlink.py``), /proc says whether a legacy nat
 table exists at all, and a tool runs only when something is there.
 ``state=absent`` removes ours from both.
 

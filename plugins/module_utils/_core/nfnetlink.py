@@ -11,7 +11,9 @@ an nfnetlink socket (what ``nft`` itself sends), read-only: tens of
 microseconds, where running ``nft`` costs milliseconds.  Every run uses it
 to look for ours in the backend it does not write to: our nftables table
 from an iptables run, iptables-nft's chain (which nf_tables keeps in
-``ip nat`` / ``ip6 nat``) from an nftables run.
+``ip nat`` / ``ip6 nat``) from an nftables run, and there, under any chain
+name, a rule that carries our comment (one ``NFT_MSG_GETRULE`` dump of the
+table, its bytes searched: what a renamed chain left).
 
 The answer is True, False, or None when the kernel could not be asked (no
 permission, no netlink): the caller then asks ``nft`` instead.  A kernel
@@ -27,6 +29,7 @@ NETLINK_NETFILTER = 12
 NFNL_SUBSYS_NFTABLES = 10
 NFT_MSG_GETTABLE = 1
 NFT_MSG_GETCHAIN = 4
+NFT_MSG_GETRULE = 7
 NLM_F_REQUEST = 1
 NLM_F_DUMP = 0x300
 NLMSG_ERROR = 2
@@ -34,6 +37,7 @@ NLMSG_DONE = 3
 NFTA_TABLE_NAME = 1
 NFTA_CHAIN_TABLE = 1
 NFTA_CHAIN_NAME = 3
+NFTA_RULE_TABLE = 1
 NFPROTO = {'inet': 1, 'ip': 2, 'ip6': 10}
 HEADER_SIZE = 16        # struct nlmsghdr: u32 len, u16 type, u16 flags, u32 seq, u32 pid (host order)
 # No nf_tables in this kernel (or family): nothing can exist there.
@@ -115,6 +119,23 @@ def _names(sock, seq):
     return None
 
 
+def _carries(sock, seq, needle):
+    """Whether any rule a dump sends holds the bytes ``needle`` (a comment
+    is kept whole in the rule: iptables-nft's user data, or the comment
+    match's own data); None on an error other than 'nothing there'.  The
+    whole dump is read, so that the socket is left clean."""
+    hit = False
+    for msg_type, data, offset, length in _replies(sock, seq):
+        if msg_type is None:
+            return None
+        if msg_type == NLMSG_DONE:
+            return hit
+        if msg_type == NLMSG_ERROR:
+            return False if _error_code(data, offset) in _ABSENT else None
+        hit = hit or data.find(needle, offset + HEADER_SIZE, offset + length) >= 0
+    return None
+
+
 def _answer(sock, seq):
     """True (the kernel sent the object), False (it does not exist), None (another error)."""
     for msg_type, data, offset, _length in _replies(sock, seq):
@@ -133,7 +154,10 @@ def exist(questions):
     """For each question, ``('table', family, name)`` or ``('chain',
     family, table, name)``: whether it exists (True / False / None); or
     ``('tables', family)``: the names of the family's tables (a list; None
-    when the kernel could not be asked)."""
+    when the kernel could not be asked); or ``('carries', family, table,
+    text)``: whether a rule of the table holds ``text`` (True / False /
+    None), as our comment marks ours under any chain name.  ``nft`` itself
+    sends these requests; none of them changes anything."""
     import _socket  # pylint: disable=import-outside-toplevel
 
     try:
@@ -149,6 +173,11 @@ def exist(questions):
             if question[0] == 'tables':
                 sock.send(_message(seq, NFT_MSG_GETTABLE, question[1], [], NLM_F_REQUEST | NLM_F_DUMP))
                 answers.append(_names(sock, seq))
+                continue
+            if question[0] == 'carries':
+                sock.send(_message(seq, NFT_MSG_GETRULE, question[1], [_attr(NFTA_RULE_TABLE, question[2])],
+                                   NLM_F_REQUEST | NLM_F_DUMP))
+                answers.append(_carries(sock, seq, question[3].encode('utf-8')))
                 continue
             if question[0] == 'table':
                 msg = _message(seq, NFT_MSG_GETTABLE, question[1], [_attr(NFTA_TABLE_NAME, question[2])])

@@ -177,9 +177,40 @@ def test_an_unreachable_host_fails_the_gate_or_not_as_asked(on_unreachable, seve
     assert report['totals']['unreachable'] == 1 and report['totals']['off_policy'] == len(off_policy)
     assert report['gate'] == {'off_policy': 'fail', 'unreachable': on_unreachable}
     # A host that went away after it answered (its fact says so) is unreachable too.
-    report = snat_report({'a': host(unreachable='ssh: connection reset')}, on_unreachable=on_unreachable)
+    report = snat_report({'a': host(unreachable='ssh: connection reset'), 'b': host()}, on_unreachable=on_unreachable)
     assert report['unreachable_hosts'] == ['a']
     assert report['off_policy_hosts'] == (['a'] if on_unreachable == 'fail' else [])
+    assert 'no_host_answered' not in report['gate']
+
+
+@pytest.mark.parametrize('on_unreachable', ['fail', 'ignore'])
+def test_no_host_answering_fails_the_gate_whatever_it_says_of_unreachable_hosts(on_unreachable):
+    """Issue 32 item 7: a report with no host's state says so, and every
+    unreachable host is off-policy (the playbook fails it), ignore or not."""
+    lost = {'unreachable': True, 'msg': 'Connection reset'}
+    report = snat_report({'a1': {}, 'a2': host(unreachable='gone')}, unreachable={'a1': lost},
+                         on_unreachable=on_unreachable, fail_off_policy=True)
+    assert report['gate'] == {'off_policy': 'fail', 'unreachable': on_unreachable, 'no_host_answered': True}
+    assert report['unreachable_hosts'] == ['a1', 'a2'] and report['off_policy_hosts'] == ['a1', 'a2']
+    assert report['totals']['off_policy'] == 2 and report['totals']['unreachable'] == 2
+    for name in ('a1', 'a2'):
+        (finding,) = report['hosts'][name]['findings']
+        assert finding['severity'] == 'off-policy'
+        assert 'fails the gate (ansible-playbook exits 4)' in finding['do']
+        assert ('no host answered' in finding['do']) == (on_unreachable == 'ignore')
+    # One host that answered is enough for ignore to hold.
+    report = snat_report({'a1': {}, 'b': host()}, unreachable={'a1': lost}, on_unreachable=on_unreachable)
+    assert 'no_host_answered' not in report['gate']
+    assert report['off_policy_hosts'] == (['a1'] if on_unreachable == 'fail' else [])
+
+
+def test_no_host_read_or_none_at_all_is_no_answer_too():
+    # Every host's task failed (none unreachable), or no host: no state, the same.
+    report = snat_report({'a1': {}, 'a2': {'error': 'bad settings'}})
+    assert report['gate']['no_host_answered'] is True and report['off_policy_hosts'] == ['a1', 'a2']
+    assert snat_report({})['gate'] == {'off_policy': 'report', 'unreachable': 'fail', 'no_host_answered': True}
+    # A host with ip_masq_state absent answered.
+    assert 'no_host_answered' not in snat_report({'a': host(managed=False)})['gate']
 
 
 def test_a_drift_finding_names_the_rules_missing_and_extra():

@@ -413,6 +413,30 @@ def test_netlink_answers(replies, answer):
     assert nfnetlink._answer(FakeSock(replies), 1) is answer
 
 
+def _rule(seq, payload):
+    body = b'\2\0\0\0' + payload
+    body += b'\0' * (-len(body) % 4)
+    return struct.pack('=IHHII', 16 + len(body), (10 << 8) | 6, 2, seq, 0) + body
+
+
+def _done(seq):
+    return struct.pack('=IHHII', 20, nfnetlink.NLMSG_DONE, 2, seq, 0) + b'\0' * 4
+
+
+@pytest.mark.parametrize('replies,answer', [
+    ([_rule(1, b'xx'), _rule(1, b'.ip-masq-agent: ensure.') + _done(1)], True),    # in the second message
+    ([_rule(1, b'kubernetes postrouting rules') + _done(1)], False),
+    ([_rule(9, b'ip-masq-agent:') + _done(1)], False),                           # another request's reply
+    ([_done(1)], False),                                                          # a table without rules
+    ([_error(1, errno.ENOENT)], False),                                           # no such table
+    ([_error(1, errno.EPERM)], None),
+    ([b''], None),                                                                # the socket closed mid-dump
+])
+def test_netlink_rule_dump_finds_our_comment(replies, answer):
+    """Ours under any chain name in iptables-nft's nat table: a rule that carries our comment."""
+    assert nfnetlink._carries(FakeSock(replies), 1, b'ip-masq-agent:') is answer
+
+
 # --------------------------------------------------------------------------
 # Undo (a switch of backend)
 # --------------------------------------------------------------------------
