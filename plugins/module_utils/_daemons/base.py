@@ -113,7 +113,7 @@ def managed_unit(files, params, unit_dirs, result, daemon):
 
 def restore(files, backups, result, check_mode, writer, backup, semantic=None):
     """state=absent: every file this module edited back from its original."""
-    restoring = plan_restore(files, backups, result, semantic=semantic)
+    restoring = plan_restore(files, backups, result, semantic=semantic, check_mode=check_mode)
     commit(files, backups, result, check_mode, writer, backup, restoring)
     result['restart_required'] = bool(result['edited'])
     return result

@@ -157,11 +157,13 @@ class Network:
         self.types = []
         self.masq = []          # (start, end) of each "ipMasq": true of a bridge or ptp plugin
         self.masq_types = []
-        for members in confs:
+        self.masq_keys = []     # (plugin index, [(start, end)] of every "ipMasq") of each bridge or ptp plugin
+        for index, members in enumerate(confs):
             kind = _last(text, members, 'type')
             self.types.append(kind if isinstance(kind, str) else None)
             if kind not in MASQ_PLUGINS:
                 continue
+            self.masq_keys.append((index, [(s, e) for key, s, e in members if key.lower() == MASQ_KEY.lower()]))
             hits = [(s, e) for key, s, e in members if key.lower() == MASQ_KEY.lower() and text[s:e] == 'true']
             if hits:
                 self.masq.extend(hits)
@@ -189,6 +191,47 @@ def conf_paths(files, dirs):
                     and not os.path.isdir(files.real(path))):
                 out.append(path)
     return out
+
+
+def _semantic_restore(path, current, original):
+    """A network file changed since we wrote it (its owner's MTU, say):
+    ``current`` with ``"ipMasq"`` true again in each bridge or ptp plugin
+    where ``original`` (the backup store's) had it true, every other byte as
+    the owner left it; None (left alone, with a warning) where the file is
+    no longer the same list of plugins."""
+    if original is None:
+        return None
+    try:
+        was, now = Network(path, original), Network(path, current)
+    except MasqError:
+        return None
+    if was.types != now.types:
+        return None
+    ours = set(i for i, spans in was.masq_keys if any(original[s:e] == 'true' for s, e in spans))
+    spans = [(s, e) for i, found in now.masq_keys if i in ours for s, e in found if current[s:e] == 'false']
+    for start, end in sorted(spans, reverse=True):
+        current = current[:start] + 'true' + current[end:]
+    return current
+
+
+def _unrecorded(files, backups, dirs, result):
+    """state=absent: each network file with ``"ipMasq": false`` in a bridge
+    or ptp plugin that the backup store holds no record of (never ours, or
+    a store removed since): we cannot tell whether that false is ours, so
+    it stays, with a warning naming the file."""
+    for path in conf_paths(files, dirs):
+        text = files.read(path)
+        if text is None or backups.record(path) is not None:
+            continue
+        try:
+            net = Network(path, text)
+        except MasqError:
+            continue
+        if any(text[s:e] == 'false' for _i, spans in net.masq_keys for s, e in spans):
+            result.warn('%s: "%s" is false (network %s) and the backup store %s holds no record of this file, so '
+                        'whether ipmasq.agent set it cannot be told; it is left false. If ipmasq.agent set it (its '
+                        'backup store was removed since), set it to true yourself.'
+                        % (path, MASQ_KEY, net.name, backups.dir))
 
 
 # --------------------------------------------------------------------------
@@ -286,14 +329,15 @@ def cni_sync(params, run, find, writer, check_mode=False):
     result['installed'] = True
 
     if p['state'] == 'absent':
-        restore(files, backups, result, check_mode, writer, p['backup'])
+        restore(files, backups, result, check_mode, writer, p['backup'], semantic=_semantic_restore)
         result['restart_required'] = False      # the plugins read the files on every ADD and DEL
+        _unrecorded(files, backups, present, result)
         if result['edited']:
-            result.msg('New containers of the restored networks are masqueraded by their plugins again; running '
-                       'ones get their rules back when they are re-created.')
+            result.msg('New containers of the restored networks %s masqueraded by their plugins again; running '
+                       'ones get their rules back when they are re-created.' % ('would be' if check_mode else 'are'))
         return result
 
-    networks = []
+    networks, switched = [], []
     for path in conf_paths(files, present):
         text = files.read(path)
         if text is None:
@@ -302,10 +346,20 @@ def cni_sync(params, run, find, writer, check_mode=False):
         networks.append(net)
         if net.masq:
             files.write(path, net.switched_off(text))
-            result.msg('%s: "%s": true set to false in %s (network %s).'
-                       % (path, MASQ_KEY, ' and '.join(sorted(set(net.masq_types))), net.name))
+            switched.append(net)
     result['networks'] = [n.as_dict() for n in networks]
     commit(files, backups, result, check_mode, writer, p['backup'])
+    for net in switched:
+        # A warning where the run edits: the first run on a node switches
+        # off networks the user may not know of (podman's, the runtime's).
+        said = ('%s: "%s": true %s false in %s (network %s)'
+                % (net.path, MASQ_KEY, 'would be set to' if check_mode else 'set to',
+                   ' and '.join(sorted(set(net.masq_types))), net.name))
+        if check_mode:
+            result.msg(said + '.')
+        else:
+            result.warn('%s: the plugin no longer masquerades its containers, ipmasq.agent\'s policy decides their '
+                        'SNAT; the original is kept in %s (state=absent puts it back).' % (said, backups.dir))
 
     names = sorted(set(n.name for n in networks if n.masquerading and n.name))
     if p['remove_stale_rules'] and names:
@@ -325,6 +379,6 @@ def cni_sync(params, run, find, writer, check_mode=False):
         remove_nft_rules(run, find, pick, check_mode, result)
         result['stale_rules'] = found
         if result['removed_rules']:
-            result.msg('Removed the masquerade rules of the running containers of %s; their emptied CNI-* chains '
-                       'stay for the plugins\' DEL.' % ', '.join(names))
+            result.msg('%s the masquerade rules of the running containers of %s; their emptied CNI-* chains '
+                       'stay for the plugins\' DEL.' % ('Would remove' if check_mode else 'Removed', ', '.join(names)))
     return result
