@@ -222,3 +222,68 @@ def test_the_first_role_run_names_each_network_file_it_switches_off(tree, lab):
         assert '(network %s): the plugin no longer masquerades its containers' % name in flat, out
     rc, out = role_text(node, backend, values)
     assert rc == 0 and 'ipMasq' not in out, out
+
+
+# --------------------------------------------------------------------------
+# a container torn down between the read and the write
+# --------------------------------------------------------------------------
+
+def raced_run(tree, lab, hooks):
+    """Two containers of imqnet; cni_ip_masq run with ``hooks`` (per
+    iptables-restore call: the real bridge DEL of a container, with the
+    runtime's cached configuration, ipMasq still true) before the restore."""
+    node, pod, backend, net = lab
+    pod2 = netlab.Netns('pod2')
+    cached = tree.path('/var/lib/cni/cache-imqnet.conflist')
+    os.makedirs(os.path.dirname(cached))
+    shutil.copy(net.path, cached)
+    net.add(pod, 'c1')
+    net.add(pod2, 'c2')
+    assert len(masq_lines(backend, node)) == 6
+    argv = {'c1': net.delete_argv(pod, 'c1', cached), 'c2': net.delete_argv(pod2, 'c2', cached)}
+    with cni.before_restore([argv[c] if c else None for c in hooks]) as shim:
+        env = {'PATH': shim + os.pathsep + backend.env()['PATH']}
+        res = run(node, backend, {'root': tree.root}, env_extra=env)['apply1']
+        calls = open(os.path.join(shim, 'calls')).read().splitlines()
+    return res, calls, pod2
+
+
+def test_a_container_deleted_between_read_and_write_is_read_again(tree, lab):
+    """The real bridge DEL of c1 between the run's read and its
+    iptables-restore: the restore fails (c1's rules are gone), the run
+    reads again once and removes c2's; nothing fails, and a rerun changes
+    nothing."""
+    node, _pod, backend, net = lab
+    res, calls, pod2 = raced_run(tree, lab, ['c1'])
+    try:
+        assert not res.get('failed'), res['msg']
+        assert len(calls) == 2, calls
+        assert res['changed'] is True and res['edited'] == [CONF], res
+        assert len(res['removed_rules']) == 3 and all('id: \\"c2\\"' in r for r in res['removed_rules']), \
+            res['removed_rules']
+        assert masq_lines(backend, node) == []
+        again = run(node, backend, {'root': tree.root})['apply1']
+        assert again['changed'] is False and again['msg'] == 'cni: no change', again
+    finally:
+        pod2.delete()
+
+
+def test_a_second_race_fails_in_one_line_saying_what_the_run_changed(tree, lab):
+    """A DEL before each of the two tries: the run fails with one line that
+    says it changed the network file (``changed``, ``edited``), not the raw
+    iptables-restore text; the rerun converges."""
+    node, pod, backend, net = lab
+    res, calls, pod2 = raced_run(tree, lab, ['c1', 'c2'])
+    try:
+        assert len(calls) == 2, calls
+        assert res.get('failed') is True and res['changed'] is True, res
+        assert '\n' not in res['msg'], res['msg']
+        assert res['edited'] == [CONF] and CONF in res['msg'] and 'set to false' in res['msg'], res['msg']
+        assert res['msg'].endswith('Run again to finish.'), res['msg']
+        net.add(pod, 'c3')
+        net.delete(pod, 'c3')
+        again = run(node, backend, {'root': tree.root})['apply1']
+        assert not again.get('failed') and again['edited'] == [], again
+        assert masq_lines(backend, node) == []
+    finally:
+        pod2.delete()

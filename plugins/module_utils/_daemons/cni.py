@@ -47,6 +47,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups impo
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import (
     COMMON_SPEC,
     Result,
+    one_line,
     remove_nat_rules,
     remove_nft_rules,
     restore,
@@ -191,6 +192,25 @@ def conf_paths(files, dirs):
                     and not os.path.isdir(files.real(path))):
                 out.append(path)
     return out
+
+
+def _rules_failed(error, result):
+    """The error of a rule removal that failed after the network files were
+    written: one line, with what this run changed (the files, the rules
+    removed before it), as the other parts of a run say it."""
+    details = dict(error.details)
+    done = []
+    if result['edited']:
+        done.append('"%s" set to false in %s' % (MASQ_KEY, ', '.join(result['edited'])))
+    removed = details.get('removed_rules') or result['removed_rules'] or []
+    if removed and 'Removed before it' not in error.msg:
+        done.append('removed %s' % '; '.join(removed))
+    details.update(changed=bool(done) or bool(details.get('changed')), edited=list(result['edited']),
+                   backups=list(result['backups']))
+    text = one_line(error.msg)
+    if done:
+        text += ' (This run changed, before it failed: %s.)' % ', '.join(done)
+    return MasqError(text + ' Run again to finish.', **details)
 
 
 def _semantic_restore(path, current, original):
@@ -363,21 +383,24 @@ def cni_sync(params, run, find, writer, check_mode=False):
 
     names = sorted(set(n.name for n in networks if n.masquerading and n.name))
     if p['remove_stale_rules'] and names:
-        found = []
+        found = {}      # per family (iptables) and 'nft': what the last read found
 
         def select(family, table):
             rules, chains = cni_rules(table, family, names)
-            found.extend('IPv%d: %s' % (family, r.line) for r in rules)
+            found[family] = ['IPv%d: %s' % (family, r.line) for r in rules]
             return rules, chains
 
         def pick(tables):
             picked = cni_nft_rules(tables, names)
-            found.extend(text for text, _commands in picked)
+            found['nft'] = [text for text, _commands in picked]
             return picked
 
-        remove_nat_rules(run, find, select, check_mode, result)
-        remove_nft_rules(run, find, pick, check_mode, result)
-        result['stale_rules'] = found
+        try:
+            remove_nat_rules(run, find, select, check_mode, result)
+            remove_nft_rules(run, find, pick, check_mode, result)
+        except MasqError as e:
+            raise _rules_failed(e, result)
+        result['stale_rules'] = [line for key in found for line in found[key]]
         if result['removed_rules']:
             result.msg('%s the masquerade rules of the running containers of %s; their emptied CNI-* chains '
                        'stay for the plugins\' DEL.' % ('Would remove' if check_mode else 'Removed', ', '.join(names)))
