@@ -287,3 +287,66 @@ def test_a_second_race_fails_in_one_line_saying_what_the_run_changed(tree, lab):
         assert masq_lines(backend, node) == []
     finally:
         pod2.delete()
+
+
+# --------------------------------------------------------------------------
+# the emptied CNI-<hash> chains of containers that are gone
+# --------------------------------------------------------------------------
+
+def cache(tree, container, present=True):
+    """libcni's cache entry of ``container`` (as containerd, CRI-O, podman keep it) below the tree's root."""
+    path = tree.path('/var/lib/cni/results/%s-%s-eth0' % (NET, container))
+    if present:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, 'w') as handle:
+            handle.write('{"kind": "cniCacheV1"}\n')
+    elif os.path.exists(path):
+        os.unlink(path)
+
+
+def test_emptied_chains_go_once_their_containers_are_gone(tree, lab):
+    """Two containers: our run empties both CNI-<hash> chains.  c2 is then
+    torn down with the edited file (ipMasq false: the plugin leaves the
+    chain) and leaves the runtime's cache: the next run deletes its chain,
+    and keeps c1's (still in the cache).  c1's DEL with the runtime's cached
+    configuration (ipMasq true) still succeeds on the emptied chain; a run
+    after it changes nothing and leaves no record."""
+    node, pod, backend, net = lab
+    pod2 = netlab.Netns('pod2')
+    cached = tree.path('/var/lib/cni/cache-imqnet.conflist')
+    os.makedirs(os.path.dirname(cached))
+    shutil.copy(net.path, cached)
+    try:
+        net.add(pod, 'c1')
+        cache(tree, 'c1')
+        net.add(pod2, 'c2')
+        cache(tree, 'c2')
+        both = chains(backend, node)
+        assert len(both) == 2, both
+        res = run(node, backend, {'root': tree.root})['apply1']
+        assert not res.get('failed') and len(res['removed_rules']) == 6, res
+        assert masq_lines(backend, node) == [] and chains(backend, node) == both
+
+        net.delete(pod2, 'c2')          # with the edited file: the plugin leaves the empty chain
+        cache(tree, 'c2', present=False)
+        assert chains(backend, node) == both
+        res = run(node, backend, {'root': tree.root}, ['check1', 'apply1', 'apply2'])
+        for step in ('check1', 'apply1'):
+            assert res[step]['changed'] is True, res[step]
+            assert [m for m in res[step]['messages'] if 'emptied CNI-* chains of containers that are gone' in m], \
+                res[step]['messages']
+        assert res['apply2']['changed'] is False, res['apply2']
+        (left,) = chains(backend, node)
+        c1_chain = [c for c in both if c == left]
+        assert c1_chain, (both, left)
+
+        # c1's DEL with the runtime's cached configuration (ipMasq true) succeeds on the emptied chain.
+        cached_net = cni.Network.load(node, cached, backend=backend)
+        cached_net.delete(pod, 'c1')
+        cache(tree, 'c1', present=False)
+        assert chains(backend, node) == []
+        res = run(node, backend, {'root': tree.root})['apply1']
+        assert res['changed'] is False, res
+        assert not os.path.exists(tree.path(STORE + '/cni-emptied-chains.json'))
+    finally:
+        pod2.delete()
