@@ -6,7 +6,7 @@ import json
 import os
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import parse_save
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import cni, cni_daemon
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import cni, cni_chains, cni_daemon
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups import Backups
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import one_line
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import Files
@@ -49,7 +49,7 @@ def test_only_gone_chains_that_are_empty_and_unreferenced_are_deleted():
 def test_a_container_is_gone_when_the_runtime_records_no_longer_list_it(tmp_path):
     files = Files(str(tmp_path))
     backups = Backups(files, '/var/lib/ipmasq-agent/backup', 'cni')
-    emptied = cni.EmptiedChains(files, backups, '/var/lib/cni', {'n': cni._ipam_dirs(ORIGINAL)})
+    emptied = cni_chains.EmptiedChains(files, backups, '/var/lib/cni', {'n': cni_chains.ipam_dirs(ORIGINAL)})
     entry = {'family': 4, 'chain': cni_daemon.chain_name('n', 'c1'), 'network': 'n', 'container': 'c1'}
     assert emptied._gone(entry) is False, 'no record on the node: it cannot be known gone'
     leases = tmp_path / 'run' / 'ipam' / 'n'
@@ -69,7 +69,7 @@ def test_a_container_is_gone_when_the_runtime_records_no_longer_list_it(tmp_path
 def test_the_record_keeps_what_the_read_found_and_goes_when_empty(tmp_path):
     files = Files(str(tmp_path))
     backups = Backups(files, '/backup', 'cni')
-    emptied = cni.EmptiedChains(files, backups, '/var/lib/cni', {})
+    emptied = cni_chains.EmptiedChains(files, backups, '/var/lib/cni', {})
     chain = cni_daemon.chain_name('n', 'c1')
     comment = '-m comment --comment "name: \\"n\\" id: \\"c1\\""'
     table = _parse([chain], ['-A POSTROUTING -s 10.1.0.2/32 %s -j %s' % (comment, chain),
@@ -77,9 +77,9 @@ def test_the_record_keeps_what_the_read_found_and_goes_when_empty(tmp_path):
     rules, chains = cni.cni_rules(table, 4, ['n'])
     emptied.seen(4, table, rules, chains)
     emptied.save()
-    record = tmp_path / 'backup' / cni.CHAINS_RECORD
+    record = tmp_path / 'backup' / cni_chains.CHAINS_RECORD
     assert json.loads(record.read_text()) == [{'family': 4, 'chain': chain, 'network': 'n', 'container': 'c1'}]
-    again = cni.EmptiedChains(files, backups, '/var/lib/cni', {})
+    again = cni_chains.EmptiedChains(files, backups, '/var/lib/cni', {})
     again.seen(4, _parse([], []), [], [])
     again.save()
     assert not record.exists()
