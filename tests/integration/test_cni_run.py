@@ -13,7 +13,6 @@ in the root network namespace.
 import json
 import os
 import shutil
-import subprocess
 
 import pytest
 

@@ -163,8 +163,8 @@ def plan_restore(files, backups, result, semantic=None, check_mode=False):
             else:
                 files.write(path, original)
             restoring[path] = rec
-            result.msg('%s: %s the original kept in %s.' % (path, 'would restore' if check_mode else 'restored',
-                                                             backups.dir))
+            verb = 'would restore' if check_mode else 'restored'
+            result.msg('%s: %s the original kept in %s.' % (path, verb, backups.dir))
             continue
         new = semantic(path, current, original) if (semantic and current is not None) else None
         if new is not None:

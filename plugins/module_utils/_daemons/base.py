@@ -150,9 +150,9 @@ def remove_nat_rules(run, find, select, check_mode, result):
         except MasqError as again:
             applied += list(again.details.get('applied') or [])
             details = dict(again.details, changed=bool(applied), removed_rules=applied)
+            kept = ' Removed before it, and kept: %s.' % '; '.join(applied) if applied else ''
             raise MasqError('the nat rules could not be removed, read again after a first failed write: %s.%s'
-                            % (one_line(again.msg), ' Removed before it, and kept: %s.' % '; '.join(applied)
-                                                      if applied else ''), **details)
+                            % (one_line(again.msg), kept), **details)
         result.msg('The nat table changed between the read and the write (a container torn down meanwhile?): '
                    'read again and removed what was left (%s).' % one_line(e.msg))
     if done is None:
