@@ -27,9 +27,11 @@ description:
     With O(remove_stale_rules=true), the masquerade rules the plugins already wrote for the running containers of
     those networks are removed, IPv4 and IPv6, one C(iptables-restore --noflush) transaction per family - each
     C(POSTROUTING) jump commented C(name: "<network>" id: "<container>") to the container's C(CNI-<hash>) chain,
-    and the rules of that chain. The emptied chain stays, so that a DEL run with the old configuration (a runtime's
-    cached copy) still succeeds and deletes it; with the file edited, nothing uses it. A jump to the chain from
-    elsewhere, or a rule in it that does not carry the plugin's comment, is an error and nothing is changed.
+    and the rules of that chain. The emptied chain stays while its container runs, so that a DEL run with the old
+    configuration (a runtime's cached copy) still succeeds and deletes it; with the file edited, nothing uses it.
+    The emptied chains are recorded in O(backup_dir) (C(cni-emptied-chains.json)), and a later run deletes those
+    still there, empty and unreferenced, once their containers are gone (see O(cache_dir)). A jump to the chain
+    from elsewhere, or a rule in it that does not carry the plugin's comment, is an error and nothing is changed.
   - >-
     With the plugins' nftables flavour (C("ipMasqBackend": "nftables"), plugins 1.5 and later), the networks' rules
     in the chain C(masq_checks) of the table C(inet cni_plugins_masquerade) are deleted by handle in one atomic
@@ -76,6 +78,14 @@ options:
     type: bool
     default: false
     version_added: 2.0.0
+  cache_dir:
+    description:
+      - libcni's cache directory, where the container runtimes (containerd, CRI-O, podman, nerdctl) record their
+        containers (C(results/<network>-<container id>-<ifname>)). A C(CNI-<hash>) chain this module emptied is
+        deleted by a later run once neither this cache nor host-local's leases (the network's C(dataDir),
+        C(/var/lib/cni/networks) by default) list its container; where neither exists, it stays. Only read.
+    type: path
+    default: /var/lib/cni
   root:
     description:
       - Look every file up below this directory (an image, a test tree). C(iptables-save) and C(nft) still run on

@@ -207,8 +207,11 @@ def test_a_full_backup_store_midway_leaves_the_tree_and_the_store_as_they_were(t
                         + DAEMON_ENOSPC)
     assert got['failure'] is not None, 'the run did not fail: the store was not full'
     assert got['same'], (got['before'], got['after'])
-    assert got['failure'] == {'msg': 'cannot write /etc/systemd/system/docker.service: No space left on device. '
-                                     'Nothing was changed.', 'changed': False}, got['failure']
+    # The store's copy is named (its disk is full), not the unit (whose disk has room).
+    kept = os.path.join(str(store), 'etc/systemd/system/docker.service')
+    assert got['failure'] == {'msg': 'cannot keep the original of /etc/systemd/system/docker.service: cannot write '
+                                     '%s: No space left on device. Nothing was changed.' % kept,
+                              'changed': False}, got['failure']
 
 
 # --------------------------------------------------------------------------

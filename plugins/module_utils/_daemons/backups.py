@@ -137,7 +137,7 @@ def _missing(directory):
     return missing
 
 
-def plan_restore(files, backups, result, semantic=None):
+def plan_restore(files, backups, result, semantic=None, check_mode=False):
     """Put back the original of every file this owner edited.
 
     A file still exactly as we wrote it gets its original back byte for
@@ -163,13 +163,15 @@ def plan_restore(files, backups, result, semantic=None):
             else:
                 files.write(path, original)
             restoring[path] = rec
-            result.msg('%s: restored the original kept in %s.' % (path, backups.dir))
+            verb = 'would restore' if check_mode else 'restored'
+            result.msg('%s: %s the original kept in %s.' % (path, verb, backups.dir))
             continue
         new = semantic(path, current, original) if (semantic and current is not None) else None
         if new is not None:
             files.write(path, new)
             restoring[path] = rec
-            result.msg('%s: changed since ipmasq.agent edited it; reverted only our setting.' % path)
+            result.msg('%s: changed since ipmasq.agent edited it; %s only our setting.'
+                       % (path, 'would revert' if check_mode else 'reverted'))
             continue
         result.warn('%s: changed since ipmasq.agent edited it, so it was left as it is; the original is kept '
                     'in %s%s.' % (path, backups.dir, path if original is not None else ' (the file did not exist)'))

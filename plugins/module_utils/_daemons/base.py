@@ -113,7 +113,7 @@ def managed_unit(files, params, unit_dirs, result, daemon):
 
 def restore(files, backups, result, check_mode, writer, backup, semantic=None):
     """state=absent: every file this module edited back from its original."""
-    restoring = plan_restore(files, backups, result, semantic=semantic)
+    restoring = plan_restore(files, backups, result, semantic=semantic, check_mode=check_mode)
     commit(files, backups, result, check_mode, writer, backup, restoring)
     result['restart_required'] = bool(result['edited'])
     return result
@@ -135,16 +135,41 @@ def remove_nat_rules(run, find, select, check_mode, result):
     before the first write and under the writers' lock (the iptables
     backend's ``removal``, run by the registry)."""
     backends = Backends(run, find)
-    done = backends.remove('iptables', select, check_mode, locked)
+    applied = []
+    try:
+        done = backends.remove('iptables', select, check_mode, locked)
+    except MasqError as e:
+        if check_mode or not (e.details.get('cmd') or e.details.get('applied')):
+            raise
+        # A write that failed: the rules may have changed since the read (a
+        # container torn down meanwhile: the plugins and runtimes do not take
+        # our lock). Read and plan again, once; what the first try applied stays.
+        applied = list(e.details.get('applied') or [])
+        try:
+            done = backends.remove('iptables', select, check_mode, locked)
+        except MasqError as again:
+            applied += list(again.details.get('applied') or [])
+            details = dict(again.details, changed=bool(applied), removed_rules=applied)
+            kept = ' Removed before it, and kept: %s.' % '; '.join(applied) if applied else ''
+            raise MasqError('the nat rules could not be removed, read again after a first failed write: %s.%s'
+                            % (one_line(again.msg), kept), **details)
+        result.msg('The nat table changed between the read and the write (a container torn down meanwhile?): '
+                   'read again and removed what was left (%s).' % one_line(e.msg))
     if done is None:
         result.msg(backends.get('iptables').missing_text())
         result['removed_rules'] = []
         return []
-    removed = done[1].actions
+    removed = applied + done[1].actions
     if removed:
         result['changed'] = True
     result['removed_rules'] = removed
     return removed
+
+
+def one_line(text):
+    """A tool's message in one line (iptables-restore's runs over three)."""
+    return ' '.join(line.strip() for line in (text or '').splitlines() if line.strip()
+                    and not line.strip().startswith('Try `')).rstrip('.')
 
 
 def nft_ident(family, table, **more):

@@ -32,6 +32,9 @@ carry other names and comments, are never selected):
   succeeds and deletes the chain.  A jump to the chain from elsewhere, or a
   rule in it without the plugin's comment, is not the plugin's: error,
   nothing changed.
+- the emptied chains are recorded, and a later run deletes those still
+  there, empty and unreferenced, once their containers are gone from the
+  runtime's own records (``cni_chains.py``).
 - nftables (``ipMasqBackend``): the network's rules in ``masq_checks`` of
   ``inet cni_plugins_masquerade``; the table and its ``postrouting`` chain,
   which every network shares, stay.
@@ -44,17 +47,22 @@ import os
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import render_rule
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import module_spec
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import gojson
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups import Backups
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import (
     COMMON_SPEC,
     Result,
+    one_line,
     remove_nat_rules,
     remove_nft_rules,
     restore,
     rule_handle,
 )
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni_chains import EmptiedChains, ipam_dirs
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni_daemon import (
+    CNI_CACHE_DIR,
     CNI_CONF_DIR,
+    MASQ_KEY,
     NFT_CHAIN,
     NFT_HASH_DIGITS,
     NFT_TABLE,
@@ -75,20 +83,84 @@ CNI_OPTIONS = dict(
     remove_stale_rules=dict(type='bool', default=True),
     # Whether our policy covers IPv6: the policy's own option (the role's ip_masq_enable_ipv6).
     ipv6=module_spec(('ipv6',))['ipv6'],
+    cache_dir=dict(type='path', default=CNI_CACHE_DIR),
 )
 MODULE_SPEC = dict(dict((k, dict(COMMON_SPEC[k])) for k in ('state', 'backup_dir', 'backup', 'root')), **CNI_OPTIONS)
+
+
+def _rules_failed(error, result):
+    """The error of a rule removal that failed after the network files were
+    written: one line, with what this run changed (the files, the rules
+    removed before it), as the other parts of a run say it."""
+    details = dict(error.details)
+    done = []
+    if result['edited']:
+        done.append('"%s" set to false in %s' % (MASQ_KEY, ', '.join(result['edited'])))
+    removed = details.get('removed_rules') or result['removed_rules'] or []
+    if removed and 'Removed before it' not in error.msg:
+        done.append('removed %s' % '; '.join(removed))
+    details.update(changed=bool(done) or bool(details.get('changed')), edited=list(result['edited']),
+                   backups=list(result['backups']))
+    text = one_line(error.msg)
+    if done:
+        text += ' (This run changed, before it failed: %s.)' % ', '.join(done)
+    return MasqError(text + ' Run again to finish.', **details)
+
+
+def _semantic_restore(path, current, original):
+    """A network file changed since we wrote it (its owner's MTU, say):
+    ``current`` with ``"ipMasq"`` true again in each bridge or ptp plugin
+    where ``original`` (the backup store's) had it true, every other byte as
+    the owner left it; None (left alone, with a warning) where the file is
+    no longer the same list of plugins."""
+    if original is None:
+        return None
+    try:
+        was, now = Network(path, original), Network(path, current)
+    except MasqError:
+        return None
+    if was.types != now.types:
+        return None
+    ours = set(i for i, keys in was.masq_keys if any(value is True for _at, value in keys))
+    spans = [gojson.locate(current, now.top, at) for i, keys in now.masq_keys if i in ours
+             for at, value in keys if value is False]
+    for start, end in sorted(spans, reverse=True):
+        current = current[:start] + 'true' + current[end:]
+    return current
+
+
+def _unrecorded(files, backups, dirs, result):
+    """state=absent: each network file with ``"ipMasq": false`` in a bridge
+    or ptp plugin that the backup store holds no record of (never ours, or
+    a store removed since): we cannot tell whether that false is ours, so
+    it stays, with a warning naming the file."""
+    for path in conf_paths(files, dirs):
+        text = files.read(path)
+        if text is None or backups.record(path) is not None:
+            continue
+        try:
+            net = Network(path, text)
+        except MasqError:
+            continue
+        if any(value is False for _i, keys in net.masq_keys for _at, value in keys):
+            result.warn('%s: "%s" is false (network %s) and the backup store %s holds no record of this file, so '
+                        'whether ipmasq.agent set it cannot be told; it is left false. If ipmasq.agent set it (its '
+                        'backup store was removed since), set it to true yourself.'
+                        % (path, MASQ_KEY, net.name, backups.dir))
 
 
 # --------------------------------------------------------------------------
 # The rules
 # --------------------------------------------------------------------------
 
-def cni_rules(table, family, networks):
+def cni_rules(table, family, networks, gone=()):
     """``(rules, chains)`` to remove from a nat table
     (``iptables_save.NatTable``) for the ``networks`` (names): each
     POSTROUTING jump carrying the plugins' comment for one of them to the
     chain named for that network and container, and every rule of that
-    chain.  ``chains`` is always empty: the chains stay (module docstring).
+    chain.  The chains emptied so stay (module docstring); ``chains`` are
+    those of ``gone`` (chains we emptied earlier, of containers that are
+    gone) that are still there, empty, and that nothing jumps to.
     A jump to such a chain from elsewhere, or a rule in it without the
     plugin's comment: error, nothing changed."""
     jumps, targets = [], {}
@@ -118,7 +190,9 @@ def cni_rules(table, family, networks):
         raise MasqError('cannot remove the CNI masquerade chain(s) %s (IPv%d): these rules are not the plugin\'s: '
                         '%s. Remove them first. Nothing was changed.'
                         % (', '.join(sorted(targets)), family, '; '.join(r.line for r in foreign)))
-    return remove, []
+    chains = [c for c in sorted(set(gone)) if c in table.chains and c not in targets and not table.rules(c)
+              and not table.builtin(c) and not table.jumps_to(c)]
+    return remove, chains
 
 
 def _masquerades(rule):
@@ -176,49 +250,78 @@ def cni_sync(params, run, find, writer, check_mode=False):
     result['installed'] = True
 
     if p['state'] == 'absent':
-        restore(files, backups, result, check_mode, writer, p['backup'])
+        restore(files, backups, result, check_mode, writer, p['backup'], semantic=_semantic_restore)
         result['restart_required'] = False      # the plugins read the files on every ADD and DEL
+        _unrecorded(files, backups, present, result)
         if result['edited']:
-            result.msg('New containers of the restored networks are masqueraded by their plugins again; running '
-                       'ones get their rules back when they are re-created.')
+            result.msg('New containers of the restored networks %s masqueraded by their plugins again; running '
+                       'ones get their rules back when they are re-created.' % ('would be' if check_mode else 'are'))
         return result
 
-    networks = []
+    networks, switched, ipam = [], [], {}
     for path in conf_paths(files, present):
         text = files.read(path)
         if text is None:
             continue
         net = Network(path, text, files.read)
         networks.append(net)
+        if net.name:
+            ipam.setdefault(net.name, []).extend(ipam_dirs(text))
         uncovered = net.uncovered(p['ipv6'])
         if uncovered:
             result.warn(uncovered)
         elif net.edits:
             files.write(path, net.switched_off(text))
-            result.msg('%s: %s (network %s).' % (path, net.what(), net.name))
+            switched.append(net)
     result['networks'] = [n.as_dict() for n in networks]
     commit(files, backups, result, check_mode, writer, p['backup'])
+    for net in switched:
+        # A warning where the run edits: the first run on a node switches
+        # off networks the user may not know of (podman's, the runtime's).
+        said = '%s: %s (network %s)' % (net.path, net.what(check_mode), net.name)
+        if check_mode:
+            result.msg(said + '.')
+        else:
+            result.warn('%s: the plugin no longer masquerades its containers, ipmasq.agent\'s policy decides their '
+                        'SNAT; the original is kept in %s (state=absent puts it back).' % (said, backups.dir))
 
     # A network left on keeps its rules (every file of its name).
     kept = set(n.name for n in networks if n.uncovered(p['ipv6']))
     names = sorted(set(n.name for n in networks if n.masquerading and n.name) - kept)
     if p['remove_stale_rules'] and names:
-        found = []
+        found = {}      # per family (iptables) and 'nft': what the last read found
+        emptied = EmptiedChains(files, backups, check_abs(p['cache_dir'], 'cache_dir'), ipam)
 
         def select(family, table):
-            rules, chains = cni_rules(table, family, names)
-            found.extend('IPv%d: %s' % (family, r.line) for r in rules)
+            rules, chains = cni_rules(table, family, names, emptied.gone(family) if emptied.known else ())
+            emptied.seen(family, table, rules, chains)
+            found[family] = ['IPv%d: %s' % (family, r.line) for r in rules]
             return rules, chains
 
         def pick(tables):
             picked = cni_nft_rules(tables, names)
-            found.extend(text for text, _commands in picked)
+            found['nft'] = [text for text, _commands in picked]
             return picked
 
-        remove_nat_rules(run, find, select, check_mode, result)
-        remove_nft_rules(run, find, pick, check_mode, result)
-        result['stale_rules'] = found
-        if result['removed_rules']:
-            result.msg('Removed the masquerade rules of the running containers of %s; their emptied CNI-* chains '
-                       'stay for the plugins\' DEL.' % ', '.join(names))
+        try:
+            remove_nat_rules(run, find, select, check_mode, result)
+            remove_nft_rules(run, find, pick, check_mode, result)
+        except MasqError as e:
+            raise _rules_failed(e, result)
+        result['stale_rules'] = [line for key in found for line in found[key]]
+        gone = [r for r in result['removed_rules'] if r.split(': ', 1)[-1].startswith('chain ')]
+        if len(gone) < len(result['removed_rules']):
+            result.msg('%s the masquerade rules of the running containers of %s; their emptied CNI-* chains '
+                       'stay for the plugins\' DEL while the containers run.'
+                       % ('Would remove' if check_mode else 'Removed', ', '.join(names)))
+        if gone:
+            result.msg('%s the emptied CNI-* chains of containers that are gone: %s.'
+                       % ('Would delete' if check_mode else 'Deleted',
+                          ', '.join(r.split(': ', 1)[-1][len('chain '):] for r in gone)))
+        if not check_mode:
+            try:
+                emptied.save()
+            except (IOError, OSError) as e:
+                result.warn('%s: the record of the emptied CNI-* chains could not be written (%s); their chains '
+                            'stay when their containers are gone.' % (emptied.path, e.strerror or e))
     return result

@@ -41,6 +41,9 @@ import re
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.daemon import Daemon
 
 CNI_CONF_DIR = '/etc/cni/net.d'
+# libcni's cache (results/<network>-<container id>-<ifname>), where the
+# runtimes (containerd, CRI-O, podman, nerdctl) record their containers.
+CNI_CACHE_DIR = '/var/lib/cni'
 # The file names libcni loads a network from (libcni.ConfFiles).
 CONF_SUFFIXES = ('.conf', '.conflist', '.json')
 # The plugins whose "ipMasq" masquerades a network's traffic.

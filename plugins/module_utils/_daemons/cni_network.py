@@ -132,8 +132,12 @@ class Network:
         self.types = []
         self.masq_types = []    # the plugins edited
         self.families = set()
+        # Per bridge or ptp plugin (its place in the file's list): the path and value of every ipMasq it has
+        # (the restore of a file its owner edited since, cni._semantic_restore).
+        self.masq_keys = []
+        self.top = gojson.skip_ws(text, offset)
         todo = []               # (path, 'set' or 'append', text)
-        for where, conf in confs:
+        for ordinal, (where, conf) in enumerate(confs):
             self._keys(conf, _PLUGIN_KEYS)
             order = gojson.go_order(conf)
             kind = gojson.field(conf, 'type', order)
@@ -141,7 +145,9 @@ class Network:
             if kind == FLANNEL:
                 edits, masquerades = self._flannel(where, conf, order)
             elif kind in MASQ_PLUGINS:
-                edits = [(where + (i,), 'set', 'false') for i in gojson.matching(conf, MASQ_KEY) if conf[i][1] is True]
+                keys = [(where + (i,), conf[i][1]) for i in gojson.matching(conf, MASQ_KEY)]
+                self.masq_keys.append((ordinal, keys))
+                edits = [(at, 'set', 'false') for at, value in keys if value is True]
                 masquerades = _last_true(conf, order)
             else:
                 edits, masquerades = [], False
@@ -153,7 +159,7 @@ class Network:
                 families = self._flannel_families(conf, order) if kind == FLANNEL else self._ipam_families(conf)
                 self.families = None if families is None else self.families | families
         self.masquerading = any(t in MASQ_PLUGINS or t == FLANNEL for t in self.types)
-        self.edits = self._placed(text, gojson.skip_ws(text, offset), todo) if todo else []
+        self.edits = self._placed(text, self.top, todo) if todo else []
 
     def _keys(self, obj, names):
         """``obj``, refused when one of its keys would be one of ``names`` for Go 1.21 and later only."""
@@ -240,15 +246,16 @@ class Network:
                 'ipv6): its masquerading is left on and its rules stay. Set ip_masq_enable_ipv6: true (our policy '
                 'then covers IPv6) or ip_masq_cni: skip.' % (self.path, self.name, what))
 
-    def what(self):
-        """What the edits do, in words."""
+    def what(self, would=False):
+        """What the edits do (``would``: would do, in check or report mode), in words."""
         said = []
         plain = sorted(set(t for t in self.masq_types if t != FLANNEL))
+        verb = 'would be set' if would else 'set'
         if plain:
-            said.append('"%s": true set to false in %s' % (MASQ_KEY, ' and '.join(plain)))
+            said.append('"%s": true %s to false in %s' % (MASQ_KEY, verb, ' and '.join(plain)))
         if FLANNEL in self.masq_types:
-            said.append('"%s": false set in the delegate of flannel\'s plugin (which otherwise sets it to the '
-                        'opposite of flanneld\'s FLANNEL_IPMASQ)' % MASQ_KEY)
+            said.append('"%s": false %s in the delegate of flannel\'s plugin (which otherwise sets it to the '
+                        'opposite of flanneld\'s FLANNEL_IPMASQ)' % (MASQ_KEY, verb))
         return '; '.join(said)
 
     def switched_off(self, text):

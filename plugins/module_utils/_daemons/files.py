@@ -417,6 +417,13 @@ def _failed(f, backups, changes):
     others = [(s, e) for s, e in f.broken if s not in changes]
     path = f.step.change.path if isinstance(f.step, _Keep) else f.step.path
     why = reason(f.error).rstrip('.')
+    if isinstance(f.step, _Keep) and not left:
+        # The copy of the original failed (its disk full, read-only): name
+        # the copy, whose disk it is, not the file it keeps.
+        copy = getattr(f.step.step, 'path', None)
+        where = copy or 'its copy beside it'
+        raise MasqError('cannot keep the original of %s: cannot write %s: %s. Nothing was changed.%s'
+                        % (path, where, why, _not_removed(others)), path=copy or path)
     if left:
         for change, _e in left:
             try:

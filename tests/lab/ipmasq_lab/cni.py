@@ -14,6 +14,7 @@ or writes /etc/cni of this machine.  Addresses: 10.244.0.0/16 and
 fd00:244::/32 (the topology's pod ranges, so its cluster-local host has a
 route back); no route out.
 """
+import contextlib
 import json
 import os
 import shutil
@@ -69,6 +70,16 @@ class Network:
             handle.write('\n')
         self.results = {}
 
+    @classmethod
+    def load(cls, node, path, backend=None):
+        """The network of the file ``path`` as it is (nothing written): a
+        runtime's cached copy of a network's configuration, to run DEL with."""
+        net = cls.__new__(cls)
+        net.node, net.backend, net.path, net.results, net.state = node, backend, path, {}, None
+        net.caller = None
+        net.name = net.conf()['name']
+        return net
+
     def conf(self):
         with open(self.path) as handle:
             return json.load(handle)
@@ -85,7 +96,10 @@ class Network:
             stdin['prevResult'] = prev
         if plugin_conf.get('capabilities', {}).get('portMappings') and runtime.get('portMappings'):
             stdin['runtimeConfig'] = {'portMappings': runtime['portMappings']}
-        argv = [sys.executable, os.path.abspath(__file__), 'guard', self.node.name, _ident('/proc/self/ns/net'),
+        # The guard refuses the caller's namespace: the test's (the root one),
+        # also for a DEL run from inside the node (delete_argv passes it).
+        caller = getattr(self, 'caller', None) or _ident('/proc/self/ns/net')
+        argv = [sys.executable, os.path.abspath(__file__), 'guard', self.node.name, caller,
                 '--', os.path.join(PLUGIN_DIR, plugin_conf['type'])]
         proc = self.node.exec(argv, check=False, input=json.dumps(stdin), env=env, timeout=60)
         if proc.returncode != 0:
@@ -116,7 +130,60 @@ class Network:
             self._plugin(conf, plugin_conf, env, prev, runtime)
 
     def remove(self):
-        shutil.rmtree(self.state, ignore_errors=True)
+        if self.state:
+            shutil.rmtree(self.state, ignore_errors=True)
+
+    def delete_argv(self, pod, container, conf_path, ifname='eth0'):
+        """The command that runs this network's DEL for ``container`` with
+        the configuration in ``conf_path`` (a runtime's cached copy), from any
+        process: for :func:`before_restore`."""
+        return [sys.executable, os.path.abspath(__file__), 'delete', self.node.name, conf_path, pod.name, container,
+                ifname, self.backend.path_dir if self.backend is not None else '', _ident('/proc/self/ns/net')]
+
+
+# A shim of iptables-restore/ip6tables-restore (before_restore): on its n-th
+# call it runs the n-th hook, if any, then the real tool (the next on PATH).
+_SHIM = r'''
+import json, os, subprocess, sys
+here = os.path.dirname(os.path.abspath(__file__))
+path = [p for p in os.environ.get('PATH', '').split(os.pathsep) if p and p != here]
+os.environ['PATH'] = os.pathsep.join(path)
+calls = os.path.join(here, 'calls')
+with open(calls, 'a+') as handle:
+    handle.seek(0)
+    n = len(handle.read().splitlines())
+    handle.write(sys.argv[0] + '\n')
+with open(os.path.join(here, 'hooks.json')) as handle:
+    hooks = json.load(handle)
+if n < len(hooks) and hooks[n]:
+    subprocess.run(hooks[n], check=True, timeout=60, stdout=sys.stderr)
+name = os.path.basename(sys.argv[0])
+for directory in path:
+    real = os.path.join(directory, name)
+    if os.access(real, os.X_OK):
+        os.execv(real, [real] + sys.argv[1:])
+sys.exit('%s: not found on PATH' % name)
+'''
+
+
+@contextlib.contextmanager
+def before_restore(hooks):
+    """A PATH directory (put it first) whose iptables-restore and
+    ip6tables-restore run ``hooks[n]`` (an argv, or None) before their
+    n-th call, then the real tool: a container torn down between a run's
+    read and its write, at exactly that point.  Removed afterwards."""
+    path = tempfile.mkdtemp(prefix='imq-hook-')
+    try:
+        with open(os.path.join(path, 'hooks.json'), 'w') as handle:
+            json.dump(list(hooks), handle)
+        for name in ('iptables-restore', 'ip6tables-restore'):
+            script = os.path.join(path, name)
+            with open(script, 'w') as handle:
+                handle.write('#!/usr/bin/python3\n' + _SHIM)
+            os.chmod(script, 0o700)
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _ident(path):
@@ -137,4 +204,20 @@ def guard(node, caller, argv):
 if __name__ == '__main__':
     if len(sys.argv) > 5 and sys.argv[1] == 'guard' and sys.argv[4] == '--':
         guard(sys.argv[2], sys.argv[3], sys.argv[5:])
-    sys.exit('usage: cni.py guard NODE CALLER_NS -- PLUGIN [ARGS...]')
+    if len(sys.argv) == 9 and sys.argv[1] == 'delete':
+        # delete NODE CONF POD CONTAINER IFNAME BACKEND_PATH_DIR CALLER_NS (Network.delete_argv)
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        from ipmasq_lab import netlab  # pylint: disable=import-outside-toplevel
+
+        class _Backend:
+            path_dir = sys.argv[7]
+
+            def env(self):
+                return netlab.Backend.env(self)
+        _node, _pod = netlab.Netns.__new__(netlab.Netns), netlab.Netns.__new__(netlab.Netns)
+        _node.name, _pod.name = sys.argv[2], sys.argv[4]
+        _net = Network.load(_node, sys.argv[3], _Backend() if sys.argv[7] else None)
+        _net.caller = sys.argv[8]
+        _net.delete(_pod, sys.argv[5], sys.argv[6])
+        sys.exit(0)
+    sys.exit('usage: cni.py guard NODE CALLER_NS -- PLUGIN [ARGS...] | delete NODE CONF POD CONTAINER IFNAME PATH_DIR CALLER_NS')
