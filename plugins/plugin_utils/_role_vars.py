@@ -1,5 +1,6 @@
-# Copyright: contributors to the ipmasq.agent collection
+# Copyright (c) 2026, ipmasq.agent contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Private to the ipmasq.agent collection: not a public API, it may change without notice.
 """Which ``ip_masq_*`` names the ip_masq role knows, and what a path variable
 may be: two of the role's checks on the controller, as pure functions that
