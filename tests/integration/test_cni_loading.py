@@ -54,9 +54,13 @@ def conf_dir(tree):
     return real
 
 
+SWITCHED = 'the plugin no longer masquerades its containers'
+
+
 def ours(result):
-    """The module's own warnings (not ansible-core's about the templated args of the test playbook)."""
-    return [w for w in result.get('warnings') or [] if 'argsplat' not in w]
+    """The module's own warnings (not ansible-core's about the templated args of the test playbook), less the
+    one each run that switches a network off gives by design (issue 32 item 13: test_cni_run holds it)."""
+    return [w for w in result.get('warnings') or [] if 'argsplat' not in w and SWITCHED not in w]
 
 
 def _pod_addr(result, family=4):

@@ -203,7 +203,7 @@ def test_the_first_role_run_names_each_network_file_it_switches_off(tree, lab):
     node, _pod, backend, net = lab
     second = tree.path(CONF_DIR + '/20-single.conf')
     with open(second, 'w') as handle:
-        handle.write('{"cniVersion": "0.4.0", "name": "single", "type": "ptp", "ipMasq": true,\n "ipam": {}}\n')
+        handle.write('{"cniVersion": "0.4.0", "name": "single", "type": "ptp", "ipMasq": true,\n "ipam": {"type": "host-local", "subnet": "10.99.0.0/24"}}\n')
     values = role_values(tree)
     rc, out = role_text(node, backend, values, ['--check', '--diff'])
     assert rc == 0, out

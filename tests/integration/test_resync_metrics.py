@@ -207,6 +207,6 @@ def test_a_bad_metrics_dir_fails_before_anything_is_written(tmp_path, value):
     values = role_vars(tmp_path, ip_masq_metrics_dir=value)
     rc, tasks = playbook(ROLE_PLAYBOOK, values)
     assert rc != 0
-    assert any('ip_masq_metrics_dir (when set)' in (msg or '') and value in (msg or '')
+    assert any('ip_masq_metrics_dir of localhost: "%s"' % value in (msg or '')
                for _name, msg in failed(tasks)), failed(tasks)
     assert os.listdir(os.path.join(str(tmp_path), 'etc/systemd/system')) == []

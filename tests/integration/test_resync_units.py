@@ -284,9 +284,12 @@ def test_switching_off_keeps_a_lib_dir_that_holds_other_files(tmp_path, node_ns)
 @pytest.mark.parametrize('extra,fragment', [
     ({'ip_masq_resync_interval': '1d'}, 'unknown unit'),
     ({'ip_masq_resync_interval': '0s'}, 'a positive Go duration'),
-    ({'ip_masq_config_path': '/etc/ip masq/config'}, 'must be absolute paths'),
-    ({'ip_masq_lib_dir': 'relative/lib'}, 'must be absolute paths'),
-    ({'ip_masq_unit_dir': '/etc/systemd/my units'}, 'must be absolute paths'),
+    # Each path the units carry is refused on a line of its own, naming its variable (issue 32 item 5).
+    ({'ip_masq_config_path': '/etc/ip masq/config'},
+     'ip_masq_config_path of localhost: "/etc/ip masq/config" is written into the resync\'s systemd units'),
+    ({'ip_masq_lib_dir': 'relative/lib'}, 'ip_masq_lib_dir of localhost: "relative/lib" is not an absolute path'),
+    ({'ip_masq_unit_dir': '/etc/systemd/my units'},
+     'ip_masq_unit_dir of localhost: "/etc/systemd/my units" is written into the resync\'s systemd units'),
 ])
 def test_bad_paths_and_intervals_fail_before_anything_is_written(tmp_path, extra, fragment):
     values = role_vars(tmp_path, **extra)

@@ -4,7 +4,7 @@ print_function`` or ``__metaclass__ = type``."""
 import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SKIP = {'.git', '.venv', 'build', 'output', '__pycache__'}
+SKIP = {'.git', '.venv', '.venv-importer', 'build', 'output', '__pycache__'}
 BOILERPLATE = ('from __future__ import absolute_import', '__metaclass__ = type')
 
 
