@@ -58,7 +58,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import 
     restore,
     rule_handle,
 )
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni_chains import EmptiedChains, ipam_dirs
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni_chains import EmptiedChains
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni_daemon import (
     CNI_CACHE_DIR,
     CNI_CONF_DIR,
@@ -266,7 +266,7 @@ def cni_sync(params, run, find, writer, check_mode=False):
         net = Network(path, text, files.read)
         networks.append(net)
         if net.name:
-            ipam.setdefault(net.name, []).extend(ipam_dirs(text))
+            ipam.setdefault(net.name, []).extend(net.data_dirs)
         uncovered = net.uncovered(p['ipv6'])
         if uncovered:
             result.warn(uncovered)

@@ -34,10 +34,10 @@ import os
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import atomic_write
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni_daemon import chain_name, comment_of
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni_network import HOST_LOCAL_DIR
 
 # The record, in the backup store.
 CHAINS_RECORD = 'cni-emptied-chains.json'
-HOST_LOCAL_DIR = '/var/lib/cni/networks'      # host-local's dataDir when the network file sets none
 
 
 class EmptiedChains:
@@ -50,7 +50,7 @@ class EmptiedChains:
         self.files = files
         self.path = os.path.join(files.real(backups.dir), CHAINS_RECORD)
         self.cache_dir = cache_dir
-        self.ipam_dirs = ipam_dirs      # network name -> host-local dataDirs of its file
+        self.ipam_dirs = ipam_dirs      # network name -> host-local dataDirs of its file (Network.data_dirs)
         self.known = self._load()
         self.after = {}                 # family -> the entries to keep, as the last read found them
 
@@ -115,19 +115,3 @@ class EmptiedChains:
             atomic_write(self.path, json.dumps(entries, indent=2, sort_keys=True) + '\n', 0o600)
         elif os.path.lexists(self.path):
             os.unlink(self.path)
-
-
-def ipam_dirs(text):
-    """The host-local dataDirs of a network file (its default where unset)."""
-    try:
-        data = json.loads(text.lstrip('\ufeff'))
-    except ValueError:
-        return []
-    confs = data.get('plugins') if isinstance(data.get('plugins'), list) else [data]
-    out = []
-    for conf in confs:
-        ipam = conf.get('ipam') if isinstance(conf, dict) else None
-        if isinstance(ipam, dict) and ipam.get('type') == 'host-local':
-            data_dir = ipam.get('dataDir')
-            out.append(data_dir if isinstance(data_dir, str) and data_dir.startswith('/') else HOST_LOCAL_DIR)
-    return out

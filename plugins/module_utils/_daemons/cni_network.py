@@ -48,6 +48,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni_daemon i
 FLANNEL = 'flannel'
 # flannel's plugin: where flanneld's subnet file is unless the network says (subnetFile).
 FLANNEL_SUBNET_FILE = '/run/flannel/subnet.env'
+HOST_LOCAL_DIR = '/var/lib/cni/networks'      # host-local's dataDir when the network file sets none
 DELEGATE_OFF = '{"%s": false}' % MASQ_KEY
 # The keys read here, per object (for the keys only Go 1.21 and later read so).
 _PLUGIN_KEYS = ('name', 'type', 'plugins', MASQ_KEY, 'ipam', 'delegate', 'subnetFile')
@@ -135,6 +136,8 @@ class Network:
         # Per bridge or ptp plugin (its place in the file's list): the path and value of every ipMasq it has
         # (the restore of a file its owner edited since, cni._semantic_restore).
         self.masq_keys = []
+        # host-local's dataDir of each plugin that uses it (cni_chains: where its leases are).
+        self.data_dirs = []
         self.top = gojson.skip_ws(text, offset)
         todo = []               # (path, 'set' or 'append', text)
         for ordinal, (where, conf) in enumerate(confs):
@@ -142,6 +145,7 @@ class Network:
             order = gojson.go_order(conf)
             kind = gojson.field(conf, 'type', order)
             self.types.append(kind)
+            self.data_dirs.extend(self._data_dirs(conf, order))
             if kind == FLANNEL:
                 edits, masquerades = self._flannel(where, conf, order)
             elif kind in MASQ_PLUGINS:
@@ -212,6 +216,17 @@ class Network:
                 if gojson.exact(val, MASQ_KEY) is None:
                     edits.append((where + (i,), 'append', '"%s": false' % MASQ_KEY))
         return edits, masquerades
+
+    @staticmethod
+    def _data_dirs(conf, order):
+        """host-local's dataDir of a plugin (its default where unset), as the plugin decodes ``ipam``."""
+        hits = gojson.matching(conf, 'ipam')
+        found = [conf[i][1] for i in order if i in hits and conf[i][1] is not None]
+        ipam = found[-1] if found else None         # the last one decoded wins
+        if not isinstance(ipam, gojson.Obj) or gojson.field(ipam, 'type') != 'host-local':
+            return []
+        data_dir = gojson.field(ipam, 'dataDir')
+        return [data_dir if isinstance(data_dir, str) and data_dir.startswith('/') else HOST_LOCAL_DIR]
 
     @staticmethod
     def _ipam_families(conf):

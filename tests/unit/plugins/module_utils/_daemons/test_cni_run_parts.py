@@ -49,7 +49,7 @@ def test_only_gone_chains_that_are_empty_and_unreferenced_are_deleted():
 def test_a_container_is_gone_when_the_runtime_records_no_longer_list_it(tmp_path):
     files = Files(str(tmp_path))
     backups = Backups(files, '/var/lib/ipmasq-agent/backup', 'cni')
-    emptied = cni_chains.EmptiedChains(files, backups, '/var/lib/cni', {'n': cni_chains.ipam_dirs(ORIGINAL)})
+    emptied = cni_chains.EmptiedChains(files, backups, '/var/lib/cni', {'n': cni.Network('/x.conflist', ORIGINAL).data_dirs})
     entry = {'family': 4, 'chain': cni_daemon.chain_name('n', 'c1'), 'network': 'n', 'container': 'c1'}
     assert emptied._gone(entry) is False, 'no record on the node: it cannot be known gone'
     leases = tmp_path / 'run' / 'ipam' / 'n'
@@ -89,3 +89,11 @@ def test_one_line():
     text = ("iptables-restore v1.8.9 (nf_tables): Chain 'CNI-x' does not exist\nError occurred at line: 8\n"
             "Try `iptables-restore -h' or 'iptables-restore --help' for more information.\n")
     assert one_line(text) == "iptables-restore v1.8.9 (nf_tables): Chain 'CNI-x' does not exist Error occurred at line: 8"
+
+
+def test_host_local_data_dirs_are_read_as_the_plugin_reads_them():
+    """The leases' dataDir comes from the network's one decode, keys folded as Go folds them."""
+    folded = ('{"cniVersion": "1.0.0", "name": "n", "plugins": [{"type": "bridge", "ipMasq": true, '
+              '"IPAM": {"Type": "host-local", "DATADIR": "/srv/leases", "subnet": "10.1.0.0/24"}}, '
+              '{"type": "ptp", "ipam": {"type": "host-local"}}, {"type": "portmap"}]}')
+    assert cni.Network('/x.conflist', folded).data_dirs == ['/srv/leases', '/var/lib/cni/networks']
