@@ -23,17 +23,15 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._audit.conds import C
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.walk import (
     FAMILY_NAMES,
     SNAT_TARGETS,
+    UNAUDITED,
     bfs,
     gated_before,
     source,
 )
-from ansible_collections.ipmasq.agent.plugins.module_utils._audit.report import UNAUDITED
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import AuditFinding, AuditTable
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_flavours import FLAVOUR_TOOLS
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_iptables import IptablesOnPath
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import TARGET_FLAGS
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import PROC_TABLES, legacy_nat_exists
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import FLAVOUR_TOOLS, ON_PATH, PROC_TABLES, legacy_nat_exists
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import sub_chain_names
 
 # What removes ours from the flavour whose tools are not on PATH, by who
@@ -157,7 +155,7 @@ def audit_iptables(nat, family, backend, chain):
                        for r in via + [rule])
             src = source(family=FAMILY_NAMES[family], backend=backend, table='nat', chain=name,
                          rule=rule.line, target=rule.target, path=[n for n, _r in hops],
-                         reachable=path is not None, cond=cond, gated=gate, our_chain=chain)
+                         reachable=path is not None, cond=cond, gated=gate)
             src['ours'] = name in ours
             sources.append(src)
     return sources
@@ -176,7 +174,7 @@ def nat_finding(backend, family, flavour, table):
         else:
             shows = (('ip' if family == 4 else 'ip6', 'nat'),)
     nat = AuditTable('nat', (family,), lambda chain: audit_iptables(table, family, place, chain))
-    return AuditFinding(backend, family, place, IptablesOnPath.name, 'IPv%d nat table (%s)' % (family, place),
+    return AuditFinding(backend, family, place, ON_PATH, 'IPv%d nat table (%s)' % (family, place),
                         tables=[nat], shows=shows, notes=notes)
 
 
@@ -248,7 +246,7 @@ def _unread_legacy(view, family, read):
             'install the iptables-legacy tools and audit again.'
             % (FAMILY_NAMES[family].replace('ip', 'IP'), view.chain, tool, UNAUDITED))
     clause = 'our chain is also in the IPv%d legacy nat table, which was not audited' % family
-    return [AuditFinding(FLAVOUR_TOOLS['legacy'], family, FLAVOUR_TOOLS['legacy'], IptablesOnPath.name, None,
+    return [AuditFinding(FLAVOUR_TOOLS['legacy'], family, FLAVOUR_TOOLS['legacy'], ON_PATH, None,
                          unread=(note, clause))]
 
 

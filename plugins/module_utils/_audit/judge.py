@@ -70,6 +70,7 @@ def analyse(findings, chain=DEFAULT_CHAIN, ipv6=False, allow=None, notes=None):
                         for src in found if src['ours'] and src['reachable'])
         if finding.audited is not None:
             audited.append(finding.line(names))
+    owners.decide(sources, chain)
     judge(sources, allow_entries)
     result = make_result(sources, chain, families, audited, notes, ours)
     for finding in findings:

@@ -19,10 +19,8 @@ Standard library only: this file runs on managed nodes.
 import re
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.conds import Cond, combine
-from ansible_collections.ipmasq.agent.plugins.module_utils._audit.owners import OURS
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.walk import SNAT_TARGETS, bfs, gated_before, source
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import AuditFinding, AuditTable
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_nftables import Nftables
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import involves, render_expr, render_rule
 
@@ -157,12 +155,10 @@ def audit_nft_table(t, chain):
                        for c, i in [v for _n, v in via] + [(name, index)])
             src = source(family=family, backend='nft', table=table_name, chain=name,
                          rule=render_rule(rule), target=target, path=[n for n, _v in hops],
-                         reachable=path is not None, cond=cond, gated=gate, our_chain=chain,
-                         nft_table=t.name)
+                         reachable=path is not None, cond=cond, gated=gate, nft_table=t.name)
             src['handle'] = rule.get('handle')
             src['ours'] = ours_table
-            if ours_table:
-                src['owner'] = OURS.name
+            src['owner'].ours = ours_table
             sources.append(src)
     return sources
 
@@ -175,7 +171,7 @@ def ruleset_finding(backend, tables):
             continue
         found.append(AuditTable('%s %s' % (fam, name), SERVES[fam], _table_sources(t), listed=has_nat(t),
                                 key=(fam, name)))
-    return AuditFinding(backend, None, Nftables.name, Nftables.name, 'nft ruleset', tables=found,
+    return AuditFinding(backend, None, backend, backend, 'nft ruleset', tables=found,
                         names='no other nat tables')
 
 

@@ -24,7 +24,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._audit.allow import p
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.judge import analyse
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import read_proc
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.proc import read_proc
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import DEFAULT_CHAIN, validate_chain_name
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.xtables_kernel import chains as kernel_chains
 

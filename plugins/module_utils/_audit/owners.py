@@ -22,6 +22,7 @@ import ipaddress
 import re
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.conds import net
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit.walk import Clues
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import OUR_COMMENT_PREFIX
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import registry
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.owner import Owner
@@ -208,3 +209,14 @@ def attribute(path, cond, our_chain, nft_table=None):
             if not neg and network is not None and network.version == 4 and network.subnet_of(subnet):
                 return owner
     return UNKNOWN
+
+
+def decide(sources, our_chain):
+    """Who wrote each source (``walk.source``) after every backend has read:
+    its ``owner``, the clues its reader saw (``walk.Clues``), becomes the
+    owner's name."""
+    for src in sources:
+        clues = src['owner']
+        if isinstance(clues, Clues):
+            src['owner'] = OURS.name if clues.ours else attribute(src['path'], clues.cond, our_chain, clues.nft_table)
+    return sources

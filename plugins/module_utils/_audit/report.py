@@ -13,12 +13,8 @@ Standard library only: this file runs on managed nodes.
 import collections
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit import owners
-from ansible_collections.ipmasq.agent.plugins.module_utils._audit.walk import FAMILY_NAMES
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit.walk import FAMILY_NAMES, UNAUDITED
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends
-
-# A note that says ours is where the audit could not read it: a problem
-# (``offender_lines``), in the words of the backend that could not read it.
-UNAUDITED = 'so its rules were not audited'
 
 
 def make_result(sources, chain, families, audited, notes, ours=()):

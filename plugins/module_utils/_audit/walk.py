@@ -14,11 +14,12 @@ Standard library only: this file runs on managed nodes.
 
 import collections
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._audit.owners import attribute
-
 # What a source's ``target`` and ``family`` say.
 SNAT_TARGETS = ('MASQUERADE', 'SNAT')
 FAMILY_NAMES = {4: 'ipv4', 6: 'ipv6'}
+# A note that says ours is where the audit could not read it: a problem
+# (``report.offender_lines``), in the words of the backend that could not read it.
+UNAUDITED = 'so its rules were not audited'
 
 
 def bfs(starts, edges):
@@ -46,13 +47,25 @@ def gated_before(rules, index, is_gate):
     return any(is_gate(r) for r in rules[:index])
 
 
-def source(family, backend, table, chain, rule, target, path, reachable, cond, gated, our_chain,
-           nft_table=None):
-    """The record of one SNAT rule: where it is, how it is reached, its scope and owner."""
+class Clues:
+    """What tells who wrote a rule, as its reader saw it: the rule's ``cond``
+    (``conds.Cond``: comments, interfaces, sources), the nft table it is in
+    (None for iptables), and ``ours``: the reader knows it is ours (our nft
+    table).  The judge turns it into the owner's name (``owners.decide``)."""
+
+    def __init__(self, cond, nft_table=None, ours=False):
+        self.cond = cond
+        self.nft_table = nft_table
+        self.ours = ours
+
+
+def source(family, backend, table, chain, rule, target, path, reachable, cond, gated, nft_table=None):
+    """The record of one SNAT rule: where it is, how it is reached, its
+    scope, and the clues to its owner (:class:`Clues`, decided by the judge)."""
     scope = cond.scope()
     if scope == 'egress' and gated:
         scope = 'service'
-    owner = attribute(path, cond, our_chain, nft_table)
+    owner = Clues(cond, nft_table)
     return {
         'family': family,
         'backend': backend,

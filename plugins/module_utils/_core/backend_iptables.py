@@ -17,7 +17,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend, ours_elsewhere
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_rules import diff_text
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import TOOLS, Tools, legacy_nat_exists
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import ON_PATH, TOOLS, Tools, legacy_nat_exists
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import FAMILIES, OUR_COMMENT_PREFIX
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.result_words import did, plural
 
@@ -65,7 +65,7 @@ class IptablesShared:
 class IptablesOnPath(Backend):
     """The policy in iptables, with the tools on PATH."""
 
-    name = 'iptables'
+    name = ON_PATH
     installed_text = 'iptables is installed'
     tools_text = 'iptables (iptables-save and iptables-restore)'
     audit_rank = 0

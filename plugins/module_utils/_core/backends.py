@@ -58,7 +58,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_flavour
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_iptables import IptablesOnPath
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_nftables import Nftables
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import read_proc
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.proc import read_proc
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import validate_chain_name
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import locked as sync_locked
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import Plan

@@ -15,6 +15,12 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import M
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import parse_save, parse_version
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import FAMILIES
 
+# The backend that writes with the tools on PATH (``backend_iptables.IptablesOnPath``):
+# the home of ours in every iptables nat table the audit reads.
+ON_PATH = 'iptables'
+# The iptables flavours (as iptables-save names them) and their own tools' prefix.
+FLAVOURS = (('legacy', 'iptables-legacy'), ('nf_tables', 'iptables-nft'))
+FLAVOUR_TOOLS = dict(FLAVOURS)
 RESTORE_WAIT_SECONDS = 30
 # The legacy (x_tables) tables the kernel has made, per family: a legacy nat
 # table holds rules only when it is listed there (reading it would make it).
@@ -23,15 +29,6 @@ TOOLS = {
     4: ('iptables', 'iptables-save', 'iptables-restore'),
     6: ('ip6tables', 'ip6tables-save', 'ip6tables-restore'),
 }
-
-
-def read_proc(path):
-    """The words of a /proc file (its table names), or [] when it cannot be read."""
-    try:
-        with open(path) as handle:
-            return handle.read().split()
-    except (IOError, OSError):
-        return []
 
 
 def legacy_nat_exists(proc_read, family):

@@ -77,8 +77,7 @@ def probe_sources(backend, table, family, chain, lines, our_chain):
             if words[2:]:
                 own.comments.append(' '.join(words[2:]))
             src = source(family=FAMILY_NAMES[family], backend=backend, table=table, chain=chain, rule=line,
-                         target=words[1], path=[chain], reachable=True, cond=combine([kept, own]), gated=False,
-                         our_chain=our_chain)
+                         target=words[1], path=[chain], reachable=True, cond=combine([kept, own]), gated=False)
             src['ours'] = chain == our_chain
             found.append(src)
     return found
