@@ -17,7 +17,7 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
 from ipmasq_lab.role_forms import given_forms
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import iptables_rules, resync
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import iptables_layout, iptables_rules, resync
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import POLICY_OPTIONS
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy
 from ansible_collections.ipmasq.agent.plugins.modules.ip_masq_node import chain_params
@@ -36,7 +36,7 @@ TEMPLAR = Templar(loader=DataLoader())
 def fingerprint(policy):
     return {'chain': policy.chain, 'jump_position': policy.jump_position, 'ipv6': policy.ipv6,
             'rule_format': policy.rule_format, 'require_local': policy.snat_to_require_local,
-            'rules': {family: iptables_rules.chain_rules(policy, family, policy.random_fully_for((1, 8, 9)))
+            'rules': {family: iptables_rules.chain_rules(policy, family, iptables_layout.random_fully(policy, (1, 8, 9)))
                       for family in policy.families()}}
 
 

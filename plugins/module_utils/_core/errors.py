@@ -30,6 +30,13 @@ class ConfigError(MasqError):
         self.line = line
 
 
+class PolicyTooLargeError(MasqError):
+    """A policy the chosen backend cannot hold (its rule limit, say), found
+    before anything was written: the resync refuses it like a bad file and
+    enforces the last good configuration.  Raised by a backend, caught by
+    the resync without knowing which backend it came from."""
+
+
 def quote(text):
     """``text`` in double quotes, escaped as JSON, for messages (only ever
     needed on an error path, so json is imported here)."""

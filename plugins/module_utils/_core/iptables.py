@@ -28,7 +28,7 @@ Standard library only: this file runs on managed nodes.
 """
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_layout import RANDOM_FULLY_SINCE, IptablesLayout
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_layout import RANDOM_FULLY_SINCE, IptablesLayout, random_fully
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_rules import (
     chain_drift,
     chains,
@@ -143,7 +143,7 @@ def plan_present(family, table, policy, adopt=False):
     plan.kinds = []             # what each action repairs (metrics.DRIFT_KINDS), next to plan.actions
     plan.refuse_foreign(adopt, 'flush and take over')
     chain = policy.chain
-    wanted = chains(policy, family, policy.random_fully_for(table.version))
+    wanted = chains(policy, family, random_fully(policy, table.version))
     for name in wanted:
         if name in plan.foreign_subs and not adopt:
             raise MasqError('chain %s (IPv%d), a sub-chain this policy needs for chain %s, already exists and is not '

@@ -12,7 +12,7 @@ release with ``--random-fully``.  ``iptables.py`` writes the rules.
 Standard library only: this file runs on managed nodes.
 """
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import PolicyTooLargeError
 
 # Names iptables refuses for a chain ("chain name may not clash with target
 # name") or that crash iptables-legacy-restore ('standard'): the verdicts,
@@ -41,12 +41,6 @@ RANDOM_FULLY_SINCE = (1, 6, 2)
 IPTABLES_RULE_LIMIT = 25000
 
 
-class RuleLimitError(MasqError):
-    """A policy whose iptables form is over :data:`IPTABLES_RULE_LIMIT`
-    (raised before anything is written; the resync then enforces the last
-    good configuration, as for a refused file)."""
-
-
 def gates(policy, family):
     """``(source, out interface)`` pairs a rewriting rule is written for
     (``None``: no such match): one pair without matches unless source_cidrs
@@ -59,6 +53,13 @@ def gates(policy, family):
 def supports_random_fully(version):
     """Whether iptables ``version`` (a tuple, or None when unknown: assumed) has MASQUERADE --random-fully."""
     return version is None or tuple(version) >= RANDOM_FULLY_SINCE
+
+
+def random_fully(policy, version):
+    """Whether MASQUERADE carries --random-fully with iptables ``version``
+    (a tuple, or None when unknown): as the policy asks, or its format's
+    default where this iptables supports it (``Policy.random_fully_where``)."""
+    return policy.random_fully_where(supports_random_fully(version))
 
 
 class IptablesLayout:
@@ -143,7 +144,7 @@ class IptablesLayout:
         """Refuse a policy whose iptables form is over :data:`IPTABLES_RULE_LIMIT`."""
         if self.count <= IPTABLES_RULE_LIMIT:
             return
-        raise RuleLimitError('this policy takes %d iptables rules for IPv%d, over the limit of %d per family (%s). '
+        raise PolicyTooLargeError('this policy takes %d iptables rules for IPv%d, over the limit of %d per family (%s). '
                              'iptables-save and iptables-restore slow down with every rule, and every run and resync '
                              'cycle reads them all. Aggregate the CIDRs into fewer, wider ones, list fewer port ranges, '
                              'interfaces or sources, or use backend nftables, whose sets hold any number of them. '

@@ -115,7 +115,7 @@ def chain_rules(policy, family, random_fully=None):
     writes no ``-d`` for 0.0.0.0/0 or ::/0): the chain's, then those of its
     sub-chains (:func:`chains`).  ``random_fully`` None: the policy's own
     choice, or off when it leaves it to the iptables version (``plan``
-    passes ``policy.random_fully_for(version)``)."""
+    passes ``iptables_layout.random_fully(policy, version)``)."""
     return [line for rules in chains(policy, family, random_fully).values() for line in rules]
 
 

@@ -232,7 +232,7 @@ class Desired:
         self._sets = None
         self._elements = None
         self._policy = policy
-        self._random_fully = policy.random_fully_for(None)
+        self._random_fully = policy.random_fully_where(True)     # nftables: no tool version to ask, as before
         comments = policy.comments()
         rules = []          # (expr, comment, the family it serves: None for every one)
         if policy.out_interfaces:

@@ -26,7 +26,6 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.cidrs import (
     is_default_list,
     parse_cidrs,
 )
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import iptables_layout
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_layout import RESERVED_TARGETS, SUB_CHAINS
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.intervals import (
@@ -395,7 +394,7 @@ class Policy:
     list (``nonmasquerade_cidrs`` None, or the config file without
     nonMasqueradeCIDRs).  ``random_fully`` None means the format's default:
     off for docs, on for upstream where iptables supports it
-    (:meth:`random_fully_for`).
+    (:meth:`random_fully_where`).
     """
 
     def __init__(self, nonmasquerade_cidrs=None, nomasq_all_reserved_ranges=False,
@@ -513,10 +512,6 @@ class Policy:
             return comments['snat'] if verb == 'SNAT' else comments['masquerade']
         return comments[kind] % verb
 
-    def gates(self, family):
-        """iptables' ``(source, out interface)`` pairs (``iptables_layout.gates``)."""
-        return iptables_layout.gates(self, family)
-
     def kept(self, family):
         """The destinations that keep their source, in order: link-local
         first (unless it is masqueraded), then the list."""
@@ -532,16 +527,11 @@ class Policy:
         """The rule comments of this policy's rule format (:data:`COMMENTS`)."""
         return COMMENTS[self.rule_format]
 
-    def random_fully_for(self, version):
-        """Whether MASQUERADE carries --random-fully with iptables ``version``
-        (a tuple, or None when unknown): as asked, or the format's default
-        (upstream: on where iptables supports it, ``iptables_layout.random_fully``)."""
+    def random_fully_where(self, supported):
+        """Whether the rewrite uses fully random source ports, where the
+        backend's tools support it (``supported``, the backend's answer:
+        ``iptables_layout.random_fully`` for iptables' version): as asked, or
+        the format's default (upstream: on where supported)."""
         if self.random_fully is not None:
             return self.random_fully
-        if self.rule_format != 'upstream':
-            return False
-        return iptables_layout.supports_random_fully(version)
-
-    def iptables_layout(self, family):
-        """How iptables writes this policy for ``family`` (``iptables_layout.IptablesLayout``)."""
-        return iptables_layout.IptablesLayout(self, family)
+        return self.rule_format == 'upstream' and bool(supported)

@@ -64,14 +64,13 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.config import (
     read_config,
     render_config,
 )
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import ConfigError, MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import ConfigError, MasqError, PolicyTooLargeError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import atomic_write, read_regular
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.golang import (
     format_duration,
     parse_bool,
     parse_duration_ns,
 )
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_layout import RuleLimitError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import (
     DEFAULT_CHAIN,
     Policy,
@@ -242,6 +241,7 @@ def cycle(opts, log):
 
 def _write_metrics(opts, log, seen, code, duration):
     """The cycle's metrics (``metrics.py``); a failure is a warning only."""
+    # Start-up cost: metrics.py is compiled and loaded only by a cycle that writes them (--metrics-dir).
     from ansible_collections.ipmasq.agent.plugins.module_utils._core import metrics  # pylint: disable=import-outside-toplevel
 
     outcome = 'ok' if code == EXIT_OK else 'config_refused' if code == EXIT_CONFIG else 'failed'
@@ -295,8 +295,8 @@ def _cycle(opts, log, seen):
 
     try:
         result = sync(policy, Backends(make_run(), find, choice=opts.backend), check_mode=opts.check)
-    except RuleLimitError as e:
-        # The file's policy is too big for iptables (found before anything
+    except PolicyTooLargeError as e:
+        # The file's policy is too big for the backend (found before anything
         # was written): refused like a bad file, the last good one enforced.
         if refused is not None:
             raise

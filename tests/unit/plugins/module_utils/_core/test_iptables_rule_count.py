@@ -13,7 +13,7 @@ import itertools
 
 import pytest
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import iptables, iptables_rules, iptables_save, policy
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import iptables, iptables_layout, iptables_rules, iptables_save, policy
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import sync as core_sync
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_layout import IPTABLES_RULE_LIMIT
@@ -70,7 +70,7 @@ def test_the_280000_rule_shape_now_takes_a_sum():
     rules = iptables_rules.chain_rules(pol, 4)
     # 20 interface rules + 20 source rules + 699 exceptions + the final rule + 2 RETURN (link-local, 10/8).
     assert len(rules) == 20 + 20 + 699 + 1 + 2
-    layout = pol.iptables_layout(4)
+    layout = iptables_layout.IptablesLayout(pol, 4)
     assert layout.count == len(rules) and layout.flat_count == 700 * 20 * 20 + 2
     assert list(iptables_rules.chains(pol, 4)) == [CHAIN, SUBS[0], SUBS[1]]
 
@@ -84,7 +84,7 @@ def test_the_count_is_what_is_written_and_grows_by_a_sum(n_sources, n_interfaces
                  source_cidrs=sources(n_sources) + (['fd00:244::/48'] if n_sources else []),
                  out_interfaces=interfaces(n_interfaces), to_ports=ports(n_ports))
     for family in (4, 6):
-        layout = pol.iptables_layout(family)
+        layout = iptables_layout.IptablesLayout(pol, family)
         written = iptables_rules.chains(pol, family)
         assert layout.count == sum(len(r) for r in written.values()) <= layout.flat_count
         kept = len(pol.kept(family))
@@ -106,7 +106,7 @@ def test_masquerade_only_counts(n_listed, n_sources, n_ports):
     listed = ['198.51.100.%d/32' % i for i in range(n_listed)] or ['2001:db8::/64']
     pol = Policy(ipv6=True, masquerade_cidrs=listed, source_cidrs=sources(n_sources) + ['fd00:244::/48'] * bool(n_sources),
                  to_ports=ports(n_ports), snat_to=['203.0.113.7'], snat_to_require_local=False)
-    layout = pol.iptables_layout(4)
+    layout = iptables_layout.IptablesLayout(pol, 4)
     assert layout.count == len(iptables_rules.chain_rules(pol, 4)) <= layout.flat_count
     assert layout.count <= n_sources + n_listed + 1 + 3 * n_ports + 1
 
@@ -129,7 +129,7 @@ def test_no_extension_and_simple_extensions_keep_the_one_chain(kwargs):
     if kwargs.get('rule_format') != 'upstream' and 'masquerade_cidrs' not in kwargs:
         kwargs.setdefault('nonmasquerade_cidrs', ['10.0.0.0/8'])
     pol = Policy(**kwargs)
-    layout = pol.iptables_layout(4)
+    layout = iptables_layout.IptablesLayout(pol, 4)
     assert not layout.split and layout.count == layout.flat_count
     assert list(iptables_rules.chains(pol, 4)) == [CHAIN]
     assert all(rule.startswith('-A %s ' % CHAIN) and ' -g ' not in rule for rule in iptables_rules.chain_rules(pol, 4))
@@ -167,7 +167,7 @@ def test_over_the_limit_is_refused_naming_the_count_and_the_options():
     # 8,400 single ports: 3 x 8,400 + 1 rules of rewrite alone.
     pol = Policy(nonmasquerade_cidrs=['10.0.0.0/8'], exception_cidrs=exceptions(5), source_cidrs=sources(3),
                  out_interfaces=interfaces(2), to_ports=[str(p) for p in range(20000, 28400)])
-    layout = pol.iptables_layout(4)
+    layout = iptables_layout.IptablesLayout(pol, 4)
     assert layout.count == 2 + 3 + 5 + 1 + 25201 + 2 > IPTABLES_RULE_LIMIT
     with pytest.raises(MasqError) as info:
         layout.check()
@@ -182,11 +182,11 @@ def test_over_the_limit_is_refused_naming_the_count_and_the_options():
 def test_at_the_limit_is_fine():
     n = IPTABLES_RULE_LIMIT - 2     # + link-local RETURN + the final rule
     pol = Policy(nonmasquerade_cidrs=['10.%d.%d.0/24' % (i // 256, i % 256) for i in range(n)], cidr_limit=None)
-    assert pol.iptables_layout(4).count == IPTABLES_RULE_LIMIT
-    pol.iptables_layout(4).check()
+    assert iptables_layout.IptablesLayout(pol, 4).count == IPTABLES_RULE_LIMIT
+    iptables_layout.IptablesLayout(pol, 4).check()
     over = Policy(nonmasquerade_cidrs=['10.%d.%d.0/24' % (i // 256, i % 256) for i in range(n + 1)], cidr_limit=None)
     with pytest.raises(MasqError) as info:
-        over.iptables_layout(4).check()
+        iptables_layout.IptablesLayout(over, 4).check()
     assert 'nonmasquerade_cidrs (with link-local): %d' % (n + 2) in info.value.msg
 
 

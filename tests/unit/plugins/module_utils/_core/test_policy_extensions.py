@@ -10,7 +10,7 @@ import ipaddress
 
 import pytest
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import addresses, config, iptables_rules, nftables_rules
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import addresses, config, iptables_layout, iptables_rules, nftables_rules
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import ConfigError, MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy
 
@@ -81,11 +81,11 @@ def test_what_the_options_become():
     assert pol.sources == {4: ['10.244.0.0/16'], 6: ['fd00:244::/56']}
     assert pol.out_interfaces == ['eth0', 'eth1']
     assert pol.target(4) == ('SNAT', ('203.0.113.7', '203.0.113.9'))
-    assert pol.gates(6) == [('fd00:244::/56', 'eth0'), ('fd00:244::/56', 'eth1')]
+    assert iptables_layout.gates(pol, 6) == [('fd00:244::/56', 'eth0'), ('fd00:244::/56', 'eth1')]
     assert pol.snat_to_require_local is True
     only = Policy(masquerade_cidrs=['198.51.100.0/24'], snat_to=[], out_interfaces=[])
     assert only.masquerade_only and only.listed == {4: ['198.51.100.0/24'], 6: []} and only.cidrs == {4: [], 6: []}
-    assert only.target(4) == ('MASQUERADE', None) and only.gates(4) == [(None, None)]
+    assert only.target(4) == ('MASQUERADE', None) and iptables_layout.gates(only, 4) == [(None, None)]
 
 
 BAD = [
@@ -185,7 +185,7 @@ def test_iptables_exceptions_sources_and_two_interfaces():
     exc = C_EXC % 'MASQUERADE'
     to_sources = 'ip-masq-agent: traffic leaving by a listed interface goes on to the source check'
     gate = 'ip-masq-agent: traffic from a listed source leaving by a listed interface is subject to the policy'
-    layout = pol.iptables_layout(4)
+    layout = iptables_layout.IptablesLayout(pol, 4)
     assert layout.split and layout.two_gates and not layout.rewrite_chain
     assert (layout.count, layout.flat_count) == (8, 10)
     assert iptables_rules.chain_rules(pol, 4) == [

@@ -8,7 +8,7 @@ safe_load of that document).  Real iptables: tests/integration/test_upstream_par
 import pytest
 import yaml
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import cidrs, config, iptables, iptables_rules, iptables_save, policy
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import cidrs, config, iptables, iptables_layout, iptables_rules, iptables_save, policy
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import resync, yamlsubset
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import ConfigError, MasqError
 from test_config import _plain_python as plain  # pylint: disable=import-error
@@ -27,7 +27,7 @@ def up(**kwargs):
 
 
 def rules(pol, family=4, version=NEW):
-    return iptables_rules.chain_rules(pol, family, pol.random_fully_for(version))
+    return iptables_rules.chain_rules(pol, family, iptables_layout.random_fully(pol, version))
 
 
 def returns(cidrs):
@@ -69,7 +69,7 @@ def test_docs_format_is_unchanged_by_default():
     ('upstream', False, NEW, False), ('upstream', True, OLD, True), ('upstream', None, None, True),
 ])
 def test_random_fully_follows_the_format_and_the_iptables_version(fmt, asked, version, expected):
-    assert policy.Policy(rule_format=fmt, random_fully=asked).random_fully_for(version) is expected
+    assert iptables_layout.random_fully(policy.Policy(rule_format=fmt, random_fully=asked), version) is expected
 
 
 def test_upstream_on_old_iptables_leaves_random_fully_out_but_an_explicit_true_is_refused():
