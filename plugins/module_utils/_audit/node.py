@@ -99,6 +99,17 @@ class View:
         return self
 
 
+def _no_reader():
+    """No registered backend's reader is installed: the error names each
+    one's tool (``audit_tool``) and the package that installs it."""
+    readers = sorted((cls for cls in backends.REGISTRY if cls.audit_rank is not None and cls.audit_tool),
+                     key=lambda cls: cls.audit_rank)
+    packages = [cls.package('', 0) or cls.name for cls in readers]
+    return ('Neither %s was found on the node: nothing to audit. Install %s%s.'
+            % (' nor '.join(cls.audit_tool for cls in readers), packages[0],
+               ' (or %s)' % ', or '.join(packages[1:]) if packages[1:] else ''))
+
+
 def audit(run, find, chain=DEFAULT_CHAIN, ipv6=False, include_nft='auto', allow=None, proc_read=None,
           legacy_chains=None):
     """Read the node and judge every SNAT source.  Never changes anything:
@@ -112,8 +123,7 @@ def audit(run, find, chain=DEFAULT_CHAIN, ipv6=False, include_nft='auto', allow=
     families = (4, 6) if ipv6 else (4,)
     view = View(run, find, proc_read or read_proc, families, include_nft, chain, legacy_chains).collect()
     if not view.tools_found:
-        raise MasqError('Neither iptables-save nor nft was found on the node: nothing to audit. '
-                        'Install iptables (or nftables).')
+        raise MasqError(_no_reader())
     result = analyse(view.findings, chain=chain, ipv6=ipv6, allow=allow, notes=view.notes)
     result['commands'] = view.commands
     return result

@@ -152,6 +152,8 @@ class Backend:
     result_keys = ()        # a writer: its keys of the result that carry a ``drift`` (the SNAT report's ``chain_drift``)
     diff_rank = 50          # the order of ``diff_text``'s sections (lowest first; the registry's order among equals)
     audit_listings = ()     # what audit_read may run: (tool name regex, its exact arguments)
+    audit_tool = None       # the tool audit_read reads with, in words: the audit's error names it when no
+    #                         backend's tool is installed (``packages`` says what installs it)
 
     def __init__(self, node):
         self.node = node

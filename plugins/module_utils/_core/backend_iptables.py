@@ -85,6 +85,7 @@ class IptablesOnPath(Backend):
     result_keys = ('ipv4', 'ipv6')
     diff_rank = 0
     audit_listings = ((r'ip6?tables-save', ('-t', 'nat')), (r'ip6?tables', ('--version',)))
+    audit_tool = 'iptables-save'
 
     def __init__(self, node):
         Backend.__init__(self, node)

@@ -56,6 +56,7 @@ class Nftables(Backend):
     installed_text = 'only nft is installed'
     tools_text = 'nft'
     audit_rank = 3
+    audit_tool = 'nft'
     tool = 'nft'
     tool_key = 'nft'
     packages = (('', 0, 'nftables'),)

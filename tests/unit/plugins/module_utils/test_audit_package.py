@@ -133,3 +133,29 @@ def test_nft_list_ruleset_is_one_argv_without_input():
     with pytest.raises(MasqError) as e:
         NftTools(lambda argv, data=None: (1, '', 'no'), lambda name: '/usr/sbin/nft').list_ruleset()
     assert e.value.details['rc'] == 1 and e.value.msg == '/usr/sbin/nft -j list ruleset failed (rc=1): no'
+
+
+def test_the_audit_names_every_registered_reader_when_none_is_installed(monkeypatch):
+    """With no reader's tool on the node, the error names each registered
+    backend's reader and package (``audit_tool``, ``packages``), not a
+    fixed list: a test backend's own tool is named too."""
+    node = FakeNode([], {})
+    with pytest.raises(MasqError) as e:
+        audit(node.run, node.find, proc_read=lambda path: [])
+    assert e.value.msg == ('Neither iptables-save nor nft was found on the node: nothing to audit. '
+                           'Install iptables (or nftables).')
+
+    class Extra(Backend):
+        name = 'extra'
+        audit_rank = 9
+        audit_tool = 'extra-list'
+        packages = (('', 0, 'extra-tools'),)
+
+        def available(self):
+            return False
+
+    monkeypatch.setattr(backends, 'REGISTRY', backends.REGISTRY + (Extra,))
+    with pytest.raises(MasqError) as e:
+        audit(node.run, node.find, proc_read=lambda path: [])
+    assert e.value.msg == ('Neither iptables-save nor nft nor extra-list was found on the node: nothing to audit. '
+                           'Install iptables (or nftables, or extra-tools).')
