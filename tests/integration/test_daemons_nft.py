@@ -31,12 +31,14 @@ tree the modules see through ``root``; the Docker CLI is a stand-in script.
 """
 import json
 import os
+import re
+import shutil
 import types
 
 import pytest
 
-from ipmasq_lab import netlab
-from test_docker_flannel_kubelet import (DOCKER_CE_UNIT, FAKE_DOCKER, FLANNEL_BINARY_UNIT, fake_bin,
+from ipmasq_lab import cni, netlab
+from test_docker_flannel_kubelet import (DOCKER_CE_UNIT, FAKE_DOCKER, FLANNEL_BINARY_UNIT, PLAYBOOK, fake_bin,
                                          four_steps, run)
 from ipmasq_lab.topology import NODE_CL4, NODE_EXT4, POD4, Topology
 
@@ -173,6 +175,45 @@ def test_docker_nftables_dual_stack_without_the_cli(nft_node, tree):
     assert offenders(audited) == []
     assert {(s['chain'], s['scope']) for s in audited['sources']} == {
         ('nat-postrouting-in__br-dummy', 'host'), ('nat-postrouting-in__br-dummy', 'hairpin')}
+
+
+def test_docker_nftables_rule_gone_between_read_and_write_is_read_again(nft_node, tree):
+    """Docker removes its IPv4 rule itself between the run's read of the
+    ruleset and its nft transaction (a hook of the nft on PATH, before its
+    first write): the transaction fails and applies nothing, the run reads
+    again once (the registry's retry, as for iptables) and removes what is
+    left, the IPv6 rule; nothing fails, and a rerun changes nothing."""
+    ns = nft_node.ns
+    nft_load(ns, 'docker_bridges_ipv6')
+    docker_tree(tree, {'firewall-backend': 'nftables', 'bridge': 'br-dummy', 'ipv6': True,
+                       'fixed-cidr-v6': 'fd49:efd7:54aa::/64', 'ip-masq': False})
+    margs = {'root': tree.root, 'remove_stale_rules': True, 'docker_bin': tree.path('/bin/no-docker-cli')}
+    v4 = 'oifname != "br-dummy" ip saddr 192.168.0.0/24 counter packets 0 bytes 0 masquerade comment "MASQUERADE"'
+    v6 = ('oifname != "br-dummy" ip6 saddr fd49:efd7:54aa::/64 counter packets 0 bytes 0 masquerade '
+          'comment "MASQUERADE"')
+    before = ruleset(ns)
+    chain = 'nat-postrouting-out__br-dummy'
+    listing = ns.exec(['nft', '-a', 'list', 'chain', 'ip', 'docker-bridges', chain]).stdout
+    (handle,) = [m.group(1) for m in re.finditer(r'saddr 192\.168\.0\.0/24 .* # handle (\d+)', listing)]
+    nft = shutil.which('nft', path=nft_node.backend.env()['PATH'])
+    hook = cni.guarded(ns, [nft, 'delete', 'rule', 'ip', 'docker-bridges', chain, 'handle', handle])
+    with cni.before_nft_write([hook]) as shim:
+        env = {'PATH': shim + os.pathsep + nft_node.backend.env()['PATH']}
+        _rc, tasks = netlab.playbook(ns, PLAYBOOK, extra_vars={'module': 'docker', 'margs': margs, 'steps': ['apply1']},
+                                     backend=nft_node.backend, env_extra=env)
+        with open(os.path.join(shim, 'calls')) as handle_file:
+            calls = handle_file.read().splitlines()
+    (res,) = [r for name, r in tasks if name == 'Step apply1' and not r.get('skipped')]
+    assert not res.get('failed'), res['msg']
+    assert calls == ['delete', 'delete'], calls     # the failed transaction, then the one read again
+    assert res['changed'] is True and res['removed_rules'] == [
+        'IPv6: ip6 docker-bridges %s: oifname != "br-dummy" ip6 saddr fd49:efd7:54aa::/64 counter masquerade '
+        'comment "MASQUERADE"' % chain], res['removed_rules']
+    assert any(m.startswith('The nat table changed between the read and the write') for m in res['messages']), \
+        res['messages']
+    assert ruleset(ns) == without(before, v4, v6)
+    again = run(nft_node, 'docker', margs)['apply1']
+    assert again['changed'] is False and again['removed_rules'] == [], again
 
 
 # ==========================================================================

@@ -119,6 +119,28 @@ class AuditFinding:
         return '%s (%s)' % (self.audited, ', '.join(names) if names else self.names)
 
 
+class RuleMatch:
+    """What a daemon's clean-up removes (``backends.Backends.remove_rules``),
+    never ours.  Each backend that removes such rules (its ``match_part``)
+    asks the part of the match in the terms of the tables it reads, and
+    plans and words the removal itself:
+
+    * ``nat(family, table) -> (rules, chains)``: of an iptables nat table
+      (``iptables_save.NatTable``), the rules to delete and the chains,
+      empty, to delete;
+    * ``nft(tables) -> [(text, what)]``: of the nft ruleset
+      (``nft_json.NftTable`` by ``(family, name)``), each thing to remove in
+      words (the result's ``removed_rules``; ``table.rule_text(rule)`` is a
+      rule as nft prints it) and what it is: ``('rule', family, table,
+      chain, rule)`` or ``('chain', family, table, chain)``.
+
+    A part left None: that backend is not asked."""
+
+    def __init__(self, nat=None, nft=None):
+        self.nat = nat
+        self.nft = nft
+
+
 class Backend:
     """The interface: every member any caller uses, each with its contract.
     A member without a default (``NotImplementedError``) is what a backend
@@ -133,7 +155,8 @@ class Backend:
     ``log_lines`` / ``in_sync_text`` / ``drift_words`` (the resync's journal),
     ``rules_in_place`` / ``drift_kinds`` / ``metric_help`` (the metrics),
     ``drift_report`` (the SNAT report).  The role asks for ``tool``,
-    ``tool_key`` and ``packages``; the daemons' clean-up for ``removal``;
+    ``tool_key`` and ``packages``; the daemons' clean-up for ``removal``
+    (of the backends with a ``match_part``);
     the SNAT audit for ``audit_read``."""
 
     # -- what it is ----------------------------------------------------------
@@ -152,6 +175,7 @@ class Backend:
     result_keys = ()        # a writer: its keys of the result that carry a ``drift`` (the SNAT report's ``chain_drift``)
     diff_rank = 50          # the order of ``diff_text``'s sections (lowest first; the registry's order among equals)
     audit_listings = ()     # what audit_read may run: (tool name regex, its exact arguments)
+    match_part = None       # the part of a daemon's RuleMatch this backend removes by (None: it removes none)
     audit_tool = None       # the tool audit_read reads with, in words: the audit's error names it when no
     #                         backend's tool is installed (``packages`` says what installs it)
 
@@ -233,13 +257,17 @@ class Backend:
         ``undo``: each step can be taken back where this backend can."""
         raise NotImplementedError
 
-    def removal(self, select):
+    def removal(self, match):
         """The daemons' clean-up of rules that are not ours (a daemon's
         masquerading): ``(read, plan)`` for ``sync.locked``, which the
-        registry runs under the writers' lock (``backends.Backends.remove``);
-        None where this backend's tools are not installed.  What ``select``
-        is given and returns is this backend's own (see its class)."""
+        registry runs under the writers' lock (``backends.Backends.remove``),
+        removing what ``match`` (:class:`RuleMatch`, its ``match_part``)
+        picks; None where this backend's tools are not installed."""
         return None
+
+    def removal_notes(self, reading):
+        """Warnings of a removal's ``reading``: what it could not check."""
+        return []
 
     def missing_text(self):
         """Why ``removal`` found nothing to read (its tools are missing), as

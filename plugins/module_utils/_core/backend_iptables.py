@@ -86,6 +86,7 @@ class IptablesOnPath(Backend):
     diff_rank = 0
     audit_listings = ((r'ip6?tables-save', ('-t', 'nat')), (r'ip6?tables', ('--version',)))
     audit_tool = 'iptables-save'
+    match_part = 'nat'
 
     def __init__(self, node):
         Backend.__init__(self, node)
@@ -209,13 +210,13 @@ class IptablesOnPath(Backend):
             return []
         return list(self.iptables.plan(ipt, None, reading.chain, adopt, strict=strict, undo=undo).steps)
 
-    def removal(self, select):
-        """``select(family, table) -> (rules, chains)`` picks from each
+    def removal(self, match):
+        """``match.nat(family, table) -> (rules, chains)`` picks from each
         family's nat table (``iptables_save.NatTable``, as the tools on PATH
         read it); one ``iptables-restore --noflush`` per family removes them."""
         if not self.available():
             return None
-        return self.iptables.removal(select)
+        return self.iptables.removal(match.nat)
 
     def missing_text(self):
         return 'iptables-save/iptables-restore not found; no rules checked.'

@@ -15,6 +15,7 @@ Standard library only: this file runs on managed nodes.
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import drift as rule_drift
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Backend
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import deletion
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_tools import NftTools, missing_nft
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables import carries_our_comment, plan_absent, plan_present, remove_others, table_drift
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_rules import (
@@ -37,6 +38,27 @@ class _PicksStep(Step):
         return list(self.actions)
 
 
+class _untouched:
+    """A failure of a removal's plan or transaction, in words that say no
+    part of the nft transaction was applied (it is atomic)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, _trace):
+        if isinstance(error, MasqError):
+            msg = error.msg.rstrip('.') + '.'
+            if 'nft transaction' not in msg:
+                msg += ' No part of the nft transaction was applied.'
+            raise MasqError(msg, **error.details)
+        return False
+
+
+def _load(tools, commands):
+    with _untouched():
+        return tools.load(commands)
+
+
 class NftState:
     """What the nftables backend read in one run."""
 
@@ -57,6 +79,7 @@ class Nftables(Backend):
     tools_text = 'nft'
     audit_rank = 3
     audit_tool = 'nft'
+    match_part = 'nft'
     tool = 'nft'
     tool_key = 'nft'
     packages = (('', 0, 'nftables'),)
@@ -182,13 +205,15 @@ class Nftables(Backend):
         st.plan = remove_others(plan_absent(st.table, st.name, adopt, strict=strict), st.others)
         return [self._step(st.plan)] if st.plan.changed else []
 
-    def removal(self, select):
-        """``select(tables) -> [(text, commands)]`` picks from the node's
+    def removal(self, match):
+        """``match.nft(tables) -> [(text, what)]`` picks from the node's
         ruleset (``tables``: ``nft_json.NftTable`` by ``(family, name)``, as
-        ``NftTools.ruleset`` reads it); the libnftables JSON ``commands`` of
-        every pick go in one atomic ``nft -j -f -`` transaction, whose
-        actions are the picks' texts.  The reading is ``(tables, None)``, or
-        ``(None, why)`` when nft cannot list the ruleset (nothing removed)."""
+        ``NftTools.ruleset`` reads it); the libnftables JSON commands that
+        remove every pick (``nft_json.deletion``) go in one atomic ``nft -j
+        -f -`` transaction, whose actions are the picks' texts.  The reading
+        is ``(tables, None)``, or ``(None, why)`` when nft cannot list the
+        ruleset (nothing removed: :meth:`removal_notes`).  A failure says
+        that no part of the transaction was applied."""
         if not self.available():
             return None
         tools = self.nft
@@ -201,13 +226,18 @@ class Nftables(Backend):
 
         def plan(reading):
             tables = reading[0]
-            picked = select(tables) if tables is not None else None
+            with _untouched():
+                picked = match.nft(tables) if tables is not None else None
+                commands = [command for _text, what in picked or () for command in deletion(what)]
             if not picked:
                 return Plan()
-            commands = [command for _text, cmds in picked for command in cmds]
-            return Plan([_PicksStep('nft', [text for text, _cmds in picked], lambda: tools.load(commands))])
+            return Plan([_PicksStep('nft', [text for text, _what in picked], lambda: _load(tools, commands))])
 
         return read, plan
+
+    def removal_notes(self, reading):
+        unreadable = reading[1]
+        return ['%s; nftables tables not checked.' % unreadable.rstrip('.')] if unreadable else []
 
     def missing_text(self):
         return 'nft not found; no nftables table checked.'

@@ -37,7 +37,8 @@ call of :func:`register`): every consumer of a run's result (diff mode,
 the msg, the resync's journal, the metrics, the SNAT report, the role's
 tools and packages) loops over the registry and asks each backend for its
 own words (``backend.Backend``), and the daemons' clean-up of their rules
-goes through :meth:`Backends.remove`.
+goes through :meth:`Backends.remove` (one ``backend.RuleMatch`` over every
+backend with a ``match_part``).
 
 iptables itself comes in two flavours, each with nat tables of its own in
 the kernel: legacy (x_tables) and iptables-nft (nf_tables).  The tools on
@@ -57,7 +58,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_flavours import IptablesLegacy, IptablesNft
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_iptables import IptablesOnPath
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_nftables import Nftables
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError, one_line
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.proc import read_proc
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import validate_chain_name
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import locked as sync_locked
@@ -201,18 +202,42 @@ class Backends:
 
     # -- the daemons' clean-up ---------------------------------------------
 
-    def remove(self, name, select, check_mode=False, locked=None):
-        """Remove what ``select`` picks of backend ``name``'s rules (its
+    def cleaners(self, match):
+        """The backends a daemon's clean-up asks (``backend.RuleMatch``):
+        those with a ``match_part`` the match gives, in the registry's order."""
+        return [b for b in self.all if b.match_part and getattr(match, b.match_part, None) is not None]
+
+    def remove(self, backend, match, check_mode=False, locked=None):
+        """Remove what ``match`` picks of ``backend``'s rules (its
         ``removal``: a daemon's masquerading, never ours), read, planned
         and written under the writers' lock by ``locked`` (default
-        ``sync.locked``; check mode: read and planned only).  Returns
-        ``(reading, plan)``, or None where that backend's tools are not
+        ``sync.locked``; check mode: read and planned only).  A write that
+        fails (the rules changed since the read: a container torn down
+        meanwhile, the plugins and runtimes do not take our lock) is read
+        and planned again, once; what the first try applied stays.  Returns
+        a :class:`Removal`, or None where that backend's tools are not
         installed (its ``missing_text`` says so)."""
-        found = self.get(name).removal(select)
+        lock = locked or sync_locked
+        found = backend.removal(match)
         if found is None:
             return None
-        read, plan = found
-        return (locked or sync_locked)(read, plan, check_mode=check_mode)
+        try:
+            return Removal(*lock(found[0], found[1], check_mode=check_mode))
+        except MasqError as e:
+            if check_mode or not (e.details.get('cmd') or e.details.get('applied')):
+                raise
+            first = e
+        applied = list(first.details.get('applied') or [])
+        again = backend.removal(match)
+        try:
+            reading, plan = lock(again[0], again[1], check_mode=check_mode)
+        except MasqError as e:
+            applied += list(e.details.get('applied') or [])
+            details = dict(e.details, changed=bool(applied), removed_rules=applied)
+            kept = ' Removed before it, and kept: %s.' % '; '.join(applied) if applied else ''
+            raise MasqError('the nat rules could not be removed, read again after a first failed write: %s.%s'
+                            % (one_line(e.msg), kept), **details)
+        return Removal(reading, plan, applied, first)
 
     # -- the result --------------------------------------------------------
 
@@ -228,6 +253,23 @@ class Backends:
         # The reason names what it explains (selected_backend); backend_reason is its deprecated name.
         result['selected_backend_reason'] = reading.reason
         return result
+
+
+class Removal:
+    """What ``Backends.remove`` did: the backend's ``reading`` and ``plan``
+    (written, or only planned in check mode); ``retried``: the error of a
+    first write that failed (then read again), whose ``applied`` actions
+    stay; ``actions``: everything removed (or that would be)."""
+
+    def __init__(self, reading, plan, applied=(), retried=None):
+        self.reading = reading
+        self.plan = plan
+        self.applied = list(applied)
+        self.retried = retried
+
+    @property
+    def actions(self):
+        return self.applied + list(self.plan.actions)
 
 
 def diff_text(result, which):

@@ -37,6 +37,12 @@ class PolicyTooLargeError(MasqError):
     the resync without knowing which backend it came from."""
 
 
+def one_line(text):
+    """A tool's message in one line (iptables-restore's runs over three)."""
+    return ' '.join(line.strip() for line in (text or '').splitlines() if line.strip()
+                    and not line.strip().startswith('Try `')).rstrip('.')
+
+
 def quote(text):
     """``text`` in double quotes, escaped as JSON, for messages (only ever
     needed on an error path, so json is imported here)."""

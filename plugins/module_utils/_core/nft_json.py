@@ -37,6 +37,11 @@ class NftTable:
         self.others = []       # (kind, name) of every other object in the table
         self.unreadable = None  # the text listing, when nft's JSON of the table could not be read
 
+    @staticmethod
+    def rule_text(rule):
+        """A rule of this table as ``nft list`` prints it (:func:`render_rule`)."""
+        return render_rule(rule)
+
 
 def parse_nft(data, what='nft -j list ruleset'):
     """Tables from libnftables JSON (text or already decoded), in the order listed."""
@@ -250,3 +255,32 @@ def render_rule(rule):
     if rule.get('comment'):
         text += ' comment "%s"' % rule['comment']
     return text
+
+
+# The nft families a removal (``deletion``) may name.
+DELETION_FAMILIES = ('ip', 'ip6', 'inet')
+
+
+def rule_handle(rule, where):
+    """The handle of a rule ``nft -j`` listed (a positive int), or an error."""
+    handle = rule.get('handle')
+    if isinstance(handle, bool) or not isinstance(handle, int) or handle <= 0:
+        raise MasqError('nft listed a rule without a usable handle in %s (%r); no nft transaction was run.'
+                        % (where, handle))
+    return handle
+
+
+def deletion(what):
+    """The libnftables JSON commands that remove ``what`` (a daemon's pick,
+    ``backend.RuleMatch``): ``('rule', family, table, chain, rule)`` deleted
+    by its handle, or ``('chain', family, table, chain)`` flushed and deleted."""
+    kind, family, table, chain = what[:4]
+    if family not in DELETION_FAMILIES:
+        raise MasqError('internal error: nft family %r is not one of %s.' % (family, ', '.join(DELETION_FAMILIES)))
+    if kind == 'rule':
+        handle = rule_handle(what[4], '%s %s %s' % (family, table, chain))
+        return [{'delete': {'rule': {'family': family, 'table': table, 'chain': chain, 'handle': handle}}}]
+    if kind != 'chain':
+        raise MasqError('internal error: an nft removal of %r (neither a rule nor a chain).' % (kind,))
+    ident = {'family': family, 'table': table, 'name': chain}
+    return [{'flush': {'chain': dict(ident)}}, {'delete': {'chain': dict(ident)}}]

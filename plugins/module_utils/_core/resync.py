@@ -241,7 +241,7 @@ def cycle(opts, log):
 
 def _write_metrics(opts, log, seen, code, duration):
     """The cycle's metrics (``metrics.py``); a failure is a warning only."""
-    # Start-up cost: metrics.py is compiled and loaded only by a cycle that writes them (--metrics-dir).
+    # Start-up cost: metrics.py is loaded only by a resync run that writes them (--metrics-dir).
     from ansible_collections.ipmasq.agent.plugins.module_utils._core import metrics  # pylint: disable=import-outside-toplevel
 
     outcome = 'ok' if code == EXIT_OK else 'config_refused' if code == EXIT_CONFIG else 'failed'

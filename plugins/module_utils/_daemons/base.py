@@ -7,13 +7,13 @@
 """What the three daemon modules (``docker_ip_masq``, ``flannel_ip_masq``,
 ``kubelet_nonmasq``) share: their result, the files and backups of a run,
 bounded helper commands, and the removal of nat rules a daemon left behind:
-from iptables through the core's iptables backend, from a daemon's own nft
-tables through the core's nft tools, each under the writers' lock.
+one ``backend.RuleMatch`` over the backend registry, each backend planning
+it in its own terms, under the writers' lock.
 
 Standard library only: this file runs on managed nodes.
 """
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError, one_line
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.backends import Backends
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import locked
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups import Backups
@@ -128,101 +128,40 @@ def bounded(find, argv, seconds=CLI_TIMEOUT):
     return list(argv)
 
 
-def remove_nat_rules(run, find, select, check_mode, result):
-    """Delete what ``select(family, table) -> (rules, chains)`` picks from
-    each family's nat table (``iptables_save.NatTable``), in one
-    ``iptables-restore --noflush`` per family, everything read and checked
-    before the first write and under the writers' lock (the iptables
-    backend's ``removal``, run by the registry)."""
-    backends = Backends(run, find)
-    applied = []
-    try:
-        done = backends.remove('iptables', select, check_mode, locked)
-    except MasqError as e:
-        if check_mode or not (e.details.get('cmd') or e.details.get('applied')):
-            raise
-        # A write that failed: the rules may have changed since the read (a
-        # container torn down meanwhile: the plugins and runtimes do not take
-        # our lock). Read and plan again, once; what the first try applied stays.
-        applied = list(e.details.get('applied') or [])
-        try:
-            done = backends.remove('iptables', select, check_mode, locked)
-        except MasqError as again:
-            applied += list(again.details.get('applied') or [])
-            details = dict(again.details, changed=bool(applied), removed_rules=applied)
-            kept = ' Removed before it, and kept: %s.' % '; '.join(applied) if applied else ''
-            raise MasqError('the nat rules could not be removed, read again after a first failed write: %s.%s'
-                            % (one_line(again.msg), kept), **details)
-        result.msg('The nat table changed between the read and the write (a container torn down meanwhile?): '
-                   'read again and removed what was left (%s).' % one_line(e.msg))
-    if done is None:
-        result.msg(backends.get('iptables').missing_text())
-        result['removed_rules'] = []
-        return []
-    removed = applied + done[1].actions
-    if removed:
-        result['changed'] = True
-    result['removed_rules'] = removed
-    return removed
+def remove_rules(run, find, match, check_mode, result):
+    """Remove what ``match`` (``backend.RuleMatch``: a daemon's rules, in
+    each backend's terms) picks, from every registered backend that removes
+    such rules, in the registry's order (``Backends.remove``: everything
+    read and checked before the first write and under the writers' lock, a
+    failed write read again once).  What was removed (or would be, in check
+    mode) is appended to ``result['removed_rules']`` and returned.
 
-
-def one_line(text):
-    """A tool's message in one line (iptables-restore's runs over three)."""
-    return ' '.join(line.strip() for line in (text or '').splitlines() if line.strip()
-                    and not line.strip().startswith('Try `')).rstrip('.')
-
-
-def nft_ident(family, table, **more):
-    """A libnftables JSON object naming ``table`` of ``family`` (and more)."""
-    if family not in NFT_FAMILIES:
-        raise MasqError('internal error: nft family %r is not one of %s.' % (family, ', '.join(sorted(NFT_FAMILIES))))
-    ident = {'family': family, 'table': table}
-    ident.update(more)
-    return ident
-
-
-def rule_handle(rule, where):
-    """The handle of a rule ``nft -j`` listed (a positive int), or an error."""
-    handle = rule.get('handle')
-    if isinstance(handle, bool) or not isinstance(handle, int) or handle <= 0:
-        raise MasqError('nft listed a rule without a usable handle in %s (%r); no nft transaction was run.'
-                        % (where, handle))
-    return handle
-
-
-def remove_nft_rules(run, find, select, check_mode, result):
-    """Delete what ``select(tables) -> [(text, commands)]`` picks from the
-    node's nft ruleset (``tables``: ``nft_json.NftTable`` by ``(family,
-    name)``, as ``NftTools.ruleset`` reads it): the libnftables JSON
-    ``commands`` of every pick in one atomic ``nft -j -f -`` transaction,
-    read, planned and written under the writers' lock (check mode: read and
-    planned only).  The texts of the picks (what was, or would be, removed)
-    are appended to ``result['removed_rules']`` and returned.
-
-    No nft on the node, or a ruleset nft cannot list: a message or warning,
-    nothing removed.  When the transaction fails, nothing of it was applied;
-    the error says which rules an earlier step of the run already removed."""
+    A backend whose tools are missing: a message; a reading it could not
+    make: a warning; nothing removed there.  When a backend fails, the error
+    says what the backends before it already removed."""
     result.data.setdefault('removed_rules', [])
-    backends = Backends(run, find)
-    earlier = list(result['removed_rules'])
-    try:
-        done = backends.remove('nftables', select, check_mode, locked)
-    except MasqError as e:
-        msg, details = e.msg.rstrip('.') + '.', dict(e.details)
-        if 'nft transaction' not in msg:
-            msg += ' No part of the nft transaction was applied.'
-        if not earlier:
-            raise MasqError(msg, **details)
-        details.update(changed=True, removed_rules=earlier)
-        raise MasqError('%s Removed before it, and kept: %s.' % (msg, '; '.join(earlier)), **details)
-    if done is None:
-        result.msg(backends.get('nftables').missing_text())
-        return []
-    (_tables, unreadable), todo = done
-    if unreadable:
-        result.warn('%s; nftables tables not checked.' % unreadable.rstrip('.'))
-    removed = todo.actions
-    if removed:
-        result['changed'] = True
-        result['removed_rules'] = earlier + removed
+    node = Backends(run, find)
+    removed = []
+    for backend in node.cleaners(match):
+        earlier = list(result['removed_rules'])
+        try:
+            done = node.remove(backend, match, check_mode, locked)
+        except MasqError as e:
+            if not earlier:
+                raise
+            details = dict(e.details, changed=True, removed_rules=earlier + list(e.details.get('removed_rules') or []))
+            raise MasqError('%s Removed before it, and kept: %s.' % (e.msg.rstrip('.') + '.', '; '.join(earlier)),
+                            **details)
+        if done is None:
+            result.msg(backend.missing_text())
+            continue
+        for note in backend.removal_notes(done.reading):
+            result.warn(note)
+        if done.retried is not None:
+            result.msg('The nat table changed between the read and the write (a container torn down meanwhile?): '
+                       'read again and removed what was left (%s).' % one_line(done.retried.msg))
+        if done.actions:
+            result['changed'] = True
+            result['removed_rules'] = earlier + done.actions
+            removed.extend(done.actions)
     return removed

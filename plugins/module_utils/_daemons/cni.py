@@ -44,19 +44,16 @@ Standard library only: this file runs on managed nodes.
 
 import os
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import render_rule
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError, one_line
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import RuleMatch
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import module_spec
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import gojson
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups import Backups
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import (
     COMMON_SPEC,
     Result,
-    one_line,
-    remove_nat_rules,
-    remove_nft_rules,
+    remove_rules,
     restore,
-    rule_handle,
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni_chains import EmptiedChains
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni_daemon import (
@@ -202,8 +199,8 @@ def _masquerades(rule):
 def cni_nft_rules(tables, networks):
     """The ``networks``' masquerade rules in ``masq_checks`` of ``inet
     cni_plugins_masquerade`` (``tables`` as ``NftTools.ruleset`` reads
-    them): ``[(text, commands)]`` for ``remove_nft_rules``, each rule and
-    its deletion by handle."""
+    them): ``[(text, what)]``, the ``nft`` part of a ``backend.RuleMatch``:
+    each rule as nft prints it, and the rule (the backend deletes it by its handle)."""
     table = tables.get(NFT_TABLE)
     if table is None:
         return []
@@ -216,9 +213,7 @@ def cni_nft_rules(tables, networks):
             named = ', net: %s, if: ' % network
             rest = comment[len(prefix) + NFT_HASH_DIGITS:]     # after "<network hash>-<instance hash>"
             if comment.startswith(prefix) and (rest.startswith(named) or named.startswith(rest)) and _masquerades(rule):
-                handle = rule_handle(rule, where)
-                ident = {'family': NFT_TABLE[0], 'table': NFT_TABLE[1], 'chain': NFT_CHAIN, 'handle': handle}
-                out.append(('%s: %s' % (where, render_rule(rule)), [{'delete': {'rule': ident}}]))
+                out.append(('%s: %s' % (where, table.rule_text(rule)), ('rule', NFT_TABLE[0], NFT_TABLE[1], NFT_CHAIN, rule)))
                 break
     return out
 
@@ -300,12 +295,11 @@ def cni_sync(params, run, find, writer, check_mode=False):
 
         def pick(tables):
             picked = cni_nft_rules(tables, names)
-            found['nft'] = [text for text, _commands in picked]
+            found['nft'] = [text for text, _what in picked]
             return picked
 
         try:
-            remove_nat_rules(run, find, select, check_mode, result)
-            remove_nft_rules(run, find, pick, check_mode, result)
+            remove_rules(run, find, RuleMatch(nat=select, nft=pick), check_mode, result)
         except MasqError as e:
             raise _rules_failed(e, result)
         result['stale_rules'] = [line for key in found for line in found[key]]

@@ -19,16 +19,13 @@ import json
 import os
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import render_rule
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import RuleMatch
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import is_interface_name
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import (
     NFT_FAMILIES,
     bounded,
-    nft_ident,
-    remove_nat_rules,
-    remove_nft_rules,
+    remove_rules,
     restore,
-    rule_handle,
     setup,
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.daemon_json import json_raw_value, json_remove, json_set, parse_daemon_json
@@ -132,8 +129,8 @@ def docker_nft_rules(tables, bridge, subnets):
     table's family (any subnet when ``subnets`` is None; no rule of a family
     ``subnets`` has none of).
 
-    Returns ``[(text, commands)]`` for ``remove_nft_rules``: each rule as nft
-    prints it and its deletion by handle.  The hairpin rule
+    Returns ``[(text, what)]``, the ``nft`` part of a ``backend.RuleMatch``:
+    each rule as nft prints it, and the rule (the backend deletes it by its handle).  The hairpin rule
     ``fib saddr type local counter masquerade comment "MASQUERADE FROM
     HOST"`` in ``nat-postrouting-in__<bridge>`` is not picked: Docker writes
     it whenever the userland proxy is off, whatever ``ip-masq`` says, and it
@@ -154,9 +151,8 @@ def docker_nft_rules(tables, bridge, subnets):
         for rule in table.rules.get(chain, []):
             if is_docker_nft_masquerade(rule, bridge, family, fam):
                 where = '%s %s %s' % (family, DOCKER_NFT_TABLE, chain)
-                handle = rule_handle(rule, where)
-                command = {'delete': {'rule': nft_ident(family, DOCKER_NFT_TABLE, chain=chain, handle=handle)}}
-                out.append(('IPv%d: %s: %s' % (NFT_FAMILIES[family], where, render_rule(rule)), [command]))
+                out.append(('IPv%d: %s: %s' % (NFT_FAMILIES[family], where, table.rule_text(rule)),
+                            ('rule', family, DOCKER_NFT_TABLE, chain, rule)))
     return out
 
 
@@ -321,8 +317,7 @@ def _docker_stale_rules(p, run, find, docker, data, pending, check_mode, result)
     def pick(tables):
         return docker_nft_rules(tables, bridge, subnets)
 
-    removed = remove_nat_rules(run, find, select, check_mode, result)
-    removed = removed + remove_nft_rules(run, find, pick, check_mode, result)
+    removed = remove_rules(run, find, RuleMatch(nat=select, nft=pick), check_mode, result)
     if removed:
         result.msg('Removed Docker\'s stale default-bridge MASQUERADE rule(s): %s' % '; '.join(removed))
 

@@ -27,13 +27,12 @@ Standard library only: this file runs on managed nodes.
 
 import re
 
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import RuleMatch
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import (
     NFT_FAMILIES,
     managed_unit,
-    nft_ident,
-    remove_nat_rules,
-    remove_nft_rules,
+    remove_rules,
     restore,
     setup,
 )
@@ -96,9 +95,9 @@ def flannel_nft_chains(tables, notes=None):
     """flannel's masquerading in nftables mode (``tables`` as
     ``NftTools.ruleset`` reads them): the chain ``postrtg`` of ``ip
     flannel-ipv4`` and ``ip6 flannel-ipv6``, a nat postrouting base chain.
-    Returns ``[(text, commands)]`` for ``remove_nft_rules``: the chain (with
-    how many rules, how many of them masquerade) and, in one transaction,
-    flush and delete it.  A ``postrtg`` that is not a nat postrouting base
+    Returns ``[(text, what)]``, the ``nft`` part of a ``backend.RuleMatch``:
+    the chain (with how many rules, how many of them masquerade), which the
+    backend flushes and deletes in one transaction.  A ``postrtg`` that is not a nat postrouting base
     chain is not what flanneld writes: left alone, with a line in ``notes``."""
     out = []
     for family, name in FLANNEL_NFT_TABLES:
@@ -114,10 +113,9 @@ def flannel_nft_chains(tables, notes=None):
             continue
         rules = table.rules.get(FLANNEL_NFT_CHAIN, [])
         masq = [r for r in rules if any(isinstance(s, dict) and 'masquerade' in s for s in r.get('expr') or [])]
-        ident = nft_ident(family, name, name=FLANNEL_NFT_CHAIN)
         text = 'IPv%d: %s: chain %s (%d rule%s, %d masquerading)' % (
             NFT_FAMILIES[family], where, FLANNEL_NFT_CHAIN, len(rules), '' if len(rules) == 1 else 's', len(masq))
-        out.append((text, [{'flush': {'chain': dict(ident)}}, {'delete': {'chain': dict(ident)}}]))
+        out.append((text, ('chain', family, name, FLANNEL_NFT_CHAIN)))
     return out
 
 
@@ -212,11 +210,10 @@ def flannel_sync(params, run, find, writer, check_mode=False):
 
         def pick(tables):
             chains = flannel_nft_chains(tables, notes)
-            found.extend(text for text, _commands in chains)
+            found.extend(text for text, _what in chains)
             return [] if keep else chains
 
-        remove_nat_rules(run, find, select, check_mode, result)
-        remove_nft_rules(run, find, pick, check_mode, result)
+        remove_rules(run, find, RuleMatch(nat=select, nft=pick), check_mode, result)
         for note in notes:
             result.msg(note)
         result['stale_rules'] = found

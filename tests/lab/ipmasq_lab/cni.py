@@ -186,6 +186,66 @@ def before_restore(hooks):
         shutil.rmtree(path, ignore_errors=True)
 
 
+# A shim of nft (before_nft_write): on its n-th call that writes (a batch
+# with anything but listings), it runs the n-th hook, if any, then the real
+# nft (the next on PATH) with the same input.
+_NFT_SHIM = r'''
+import json, os, subprocess, sys
+here = os.path.dirname(os.path.abspath(__file__))
+path = [p for p in os.environ.get('PATH', '').split(os.pathsep) if p and p != here]
+os.environ['PATH'] = os.pathsep.join(path)
+data = sys.stdin.read() if '-f' in sys.argv[1:] else None
+try:
+    batch = json.loads(data)['nftables'] if data else []
+except (ValueError, KeyError, TypeError):
+    batch = [{'write': None}]
+if any('list' not in command for command in batch):
+    calls = os.path.join(here, 'calls')
+    with open(calls, 'a+') as handle:
+        handle.seek(0)
+        n = len(handle.read().splitlines())
+        handle.write(' '.join(sorted(set(k for c in batch for k in c))) + '\n')
+    with open(os.path.join(here, 'hooks.json')) as handle:
+        hooks = json.load(handle)
+    if n < len(hooks) and hooks[n]:
+        subprocess.run(hooks[n], check=True, timeout=60, stdout=sys.stderr)
+for directory in path:
+    real = os.path.join(directory, 'nft')
+    if os.access(real, os.X_OK):
+        done = subprocess.run([real] + sys.argv[1:], input=data, text=True, timeout=120, check=False)
+        sys.exit(done.returncode)
+sys.exit('nft: not found on PATH')
+'''
+
+
+@contextlib.contextmanager
+def before_nft_write(hooks):
+    """A PATH directory (put it first) whose nft runs ``hooks[n]`` (an argv,
+    or None) before its n-th call that writes (listings pass untouched),
+    then the real nft: a rule removed by its owner between a run's read and
+    its transaction, at exactly that point.  Its file ``calls`` has a line
+    per write (the batch's command kinds).  Removed afterwards."""
+    path = tempfile.mkdtemp(prefix='imq-hook-')
+    try:
+        with open(os.path.join(path, 'hooks.json'), 'w') as handle:
+            json.dump(list(hooks), handle)
+        open(os.path.join(path, 'calls'), 'w').close()
+        script = os.path.join(path, 'nft')
+        with open(script, 'w') as handle:
+            handle.write('#!/usr/bin/python3\n' + _NFT_SHIM)
+        os.chmod(script, 0o700)
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def guarded(node, argv):
+    """``argv`` (its program an absolute path) as a hook: it runs only inside
+    the network namespace ``node`` (a ``netlab.Netns``), never in this
+    process's own (:func:`guard`)."""
+    return [sys.executable, os.path.abspath(__file__), 'guard', node.name, _ident('/proc/self/ns/net'), '--'] + list(argv)
+
+
 def _ident(path):
     st = os.stat(path)
     return '%d:%d' % (st.st_dev, st.st_ino)

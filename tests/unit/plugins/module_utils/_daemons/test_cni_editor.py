@@ -6,7 +6,7 @@ import pytest
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import parse_save
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import parse_nft
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import deletion, parse_nft
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import cni, cni_daemon
 
 CONTAINERD = '''{
@@ -116,5 +116,5 @@ def test_nft_flavour_picks_the_network_rules_by_handle():
         items.append({'rule': {'family': 'inet', 'table': 'cni_plugins_masquerade', 'chain': 'masq_checks',
                                'handle': handle, 'expr': masq, 'comment': text}})
     picked = cni.cni_nft_rules(parse_nft({'nftables': items}), ['containerd-net'])
-    assert [commands for _text, commands in picked] == [[{'delete': {'rule': {
+    assert [deletion(what) for _text, what in picked] == [[{'delete': {'rule': {
         'family': 'inet', 'table': 'cni_plugins_masquerade', 'chain': 'masq_checks', 'handle': 5}}}]]

@@ -5,10 +5,10 @@ real plugins and packets: tests/integration/test_cni_run.py."""
 import json
 import os
 
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import one_line
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import parse_save
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import cni, cni_chains, cni_daemon
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups import Backups
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import one_line
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import Files
 
 ORIGINAL = ('{"cniVersion": "1.0.0", "name": "n", "plugins": [\n'

@@ -19,9 +19,10 @@ import pytest
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.judge import analyse
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.nftables import ruleset_finding
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import sync
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import RuleMatch
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.lock import Lock
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import parse_nft
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import deletion, parse_nft
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import base, docker, flannel
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'snat_audit_data')
@@ -38,6 +39,11 @@ def nets(*cidrs):
     return [ipaddress.ip_network(c) for c in cidrs]
 
 
+def commands(picked):
+    """A match's picks as the nft backend removes them: each text and its commands."""
+    return [(text, deletion(what)) for text, what in picked]
+
+
 def handle_of(ts, family, table, chain, comment):
     (rule,) = [r for r in ts[(family, table)].rules[chain] if r.get('comment') == comment]
     return rule['handle']
@@ -50,8 +56,8 @@ def test_docker_default_bridge_rule_only():
     want = [('IPv4: ip docker-bridges %s: %s' % (OUT, MASQ),
              [{'delete': {'rule': {'family': 'ip', 'table': 'docker-bridges', 'chain': OUT,
                                    'handle': handle_of(ts, 'ip', 'docker-bridges', OUT, 'MASQUERADE')}}}])]
-    assert docker.docker_nft_rules(ts, 'docker0', None) == want
-    assert docker.docker_nft_rules(ts, 'docker0', nets('172.17.0.0/16')) == want
+    assert commands(docker.docker_nft_rules(ts, 'docker0', None)) == want
+    assert commands(docker.docker_nft_rules(ts, 'docker0', nets('172.17.0.0/16'))) == want
     # Another subnet, or only IPv6 subnets: not Docker's default-bridge rule.
     assert docker.docker_nft_rules(ts, 'docker0', nets('172.18.0.0/16')) == []
     assert docker.docker_nft_rules(ts, 'docker0', nets('fd00:17::/64')) == []
@@ -82,9 +88,9 @@ def test_docker_dual_stack_both_families_by_subnet():
     assert [t for t, _c in docker.docker_nft_rules(ts, 'br-dummy', both)] == texts
     assert [t for t, _c in docker.docker_nft_rules(ts, 'br-dummy', nets('fd49:efd7:54aa::/64'))] == texts[1:]
     assert [t for t, _c in docker.docker_nft_rules(ts, 'br-dummy', nets('192.168.0.0/24'))] == texts[:1]
-    commands = [c for _t, cs in docker.docker_nft_rules(ts, 'br-dummy', None) for c in cs]
-    assert [c['delete']['rule']['family'] for c in commands] == ['ip', 'ip6']
-    assert all(isinstance(c['delete']['rule']['handle'], int) for c in commands)
+    deletes = [c for _t, cs in commands(docker.docker_nft_rules(ts, 'br-dummy', None)) for c in cs]
+    assert [c['delete']['rule']['family'] for c in deletes] == ['ip', 'ip6']
+    assert all(isinstance(c['delete']['rule']['handle'], int) for c in deletes)
 
 
 def rule(*expr, **kw):
@@ -139,14 +145,14 @@ def test_docker_rule_without_handle_is_an_error():
     for r in ts[('ip', 'docker-bridges')].rules[OUT]:
         r['handle'] = None
     with pytest.raises(MasqError) as e:
-        docker.docker_nft_rules(ts, 'docker0', None)
+        commands(docker.docker_nft_rules(ts, 'docker0', None))
     assert 'handle' in e.value.msg and 'no nft transaction was run' in e.value.msg
 
 
 # ------------------------------------------------------------------ flannel
 
 def test_flannel_postrtg_chains_of_both_tables():
-    picked = flannel.flannel_nft_chains(tables('flannel'))
+    picked = commands(flannel.flannel_nft_chains(tables('flannel')))
     assert [t for t, _c in picked] == ['IPv4: ip flannel-ipv4: chain postrtg (6 rules, 2 masquerading)',
                                        'IPv6: ip6 flannel-ipv6: chain postrtg (6 rules, 2 masquerading)']
     ident = {'family': 'ip', 'table': 'flannel-ipv4', 'name': 'postrtg'}
@@ -177,13 +183,13 @@ def test_the_audit_names_exactly_what_the_modules_remove():
     offending = sorted((o['table'], o['handle']) for o in res['offenders'])
     picked = sorted(('%s %s' % (c['delete']['rule']['family'], c['delete']['rule']['table']),
                      c['delete']['rule']['handle'])
-                    for _t, cs in docker.docker_nft_rules(ts, 'br-dummy', None) for c in cs)
+                    for _t, cs in commands(docker.docker_nft_rules(ts, 'br-dummy', None)) for c in cs)
     assert offending == picked and len(picked) == 2
     ts = tables('flannel')
     res = analyse([ruleset_finding('nftables', ts)], ipv6=True)
     assert sorted({(o['table'], o['chain']) for o in res['offenders']}) == sorted(
         ('%s %s' % (c['delete']['chain']['family'], c['delete']['chain']['table']), c['delete']['chain']['name'])
-        for _t, cs in flannel.flannel_nft_chains(ts) for c in cs if 'delete' in c)
+        for _t, cs in commands(flannel.flannel_nft_chains(ts)) for c in cs if 'delete' in c)
 
 
 # ------------------------------------------------------------------ the transaction
@@ -222,14 +228,17 @@ def private_lock(monkeypatch, tmp_path):
     monkeypatch.setattr(base, 'locked', locked)
 
 
-def pick_docker(ts):
+def _pick(ts):
     return docker.docker_nft_rules(ts, 'br-dummy', None)
+
+
+pick_docker = RuleMatch(nft=_pick)
 
 
 def test_one_transaction_for_both_families(private_lock):
     nft = FakeNft('docker_bridges_ipv6')
     result = base.Result('present', 'docker')
-    removed = base.remove_nft_rules(nft.run, nft.find, pick_docker, False, result)
+    removed = base.remove_rules(nft.run, nft.find, pick_docker, False, result)
     assert len(removed) == 2 and result['removed_rules'] == removed and result['changed'] is True
     (batch,) = nft.loads
     assert [list(c['delete']) for c in batch] == [['rule'], ['rule']]
@@ -238,14 +247,14 @@ def test_one_transaction_for_both_families(private_lock):
 def test_check_mode_runs_no_transaction(private_lock):
     nft = FakeNft('docker_bridges_ipv6')
     result = base.Result('present', 'docker')
-    removed = base.remove_nft_rules(nft.run, nft.find, pick_docker, True, result)
+    removed = base.remove_rules(nft.run, nft.find, pick_docker, True, result)
     assert len(removed) == 2 and result['changed'] is True and nft.loads == []
 
 
 def test_nothing_to_remove_runs_no_transaction(private_lock):
     nft = FakeNft('flannel')
     result = base.Result('present', 'docker')
-    assert base.remove_nft_rules(nft.run, nft.find, pick_docker, False, result) == []
+    assert base.remove_rules(nft.run, nft.find, pick_docker, False, result) == []
     assert result['changed'] is False and result['removed_rules'] == [] and nft.loads == []
 
 
@@ -253,7 +262,7 @@ def test_appends_to_what_iptables_removed(private_lock):
     nft = FakeNft('docker_bridges_ipv6')
     result = base.Result('present', 'docker')
     result['removed_rules'] = ['IPv4: -A POSTROUTING -s 192.168.0.0/24 ! -o br-dummy -j MASQUERADE']
-    base.remove_nft_rules(nft.run, nft.find, pick_docker, False, result)
+    base.remove_rules(nft.run, nft.find, pick_docker, False, result)
     assert len(result['removed_rules']) == 3 and result['removed_rules'][0].startswith('IPv4: -A POSTROUTING')
 
 
@@ -261,22 +270,23 @@ def test_failed_transaction_says_what_was_removed_before(private_lock):
     nft = FakeNft('docker_bridges_ipv6', fail_load='Error: Could not process rule: No such file or directory')
     result = base.Result('present', 'docker')
     with pytest.raises(MasqError) as e:
-        base.remove_nft_rules(nft.run, nft.find, pick_docker, False, result)
+        base.remove_rules(nft.run, nft.find, pick_docker, False, result)
     assert 'No such file or directory' in e.value.msg and 'No part of the nft transaction was applied' in e.value.msg
+    assert 'read again after a first failed write' in e.value.msg     # the registry's one retry
     assert 'Removed before it' not in e.value.msg
     result['removed_rules'] = ['IPv4: chain FLANNEL-POSTRTG']
     with pytest.raises(MasqError) as e:
-        base.remove_nft_rules(nft.run, nft.find, pick_docker, False, result)
+        base.remove_rules(nft.run, nft.find, pick_docker, False, result)
     assert e.value.msg.endswith('Removed before it, and kept: IPv4: chain FLANNEL-POSTRTG.')
     assert e.value.details['changed'] is True
 
 
 def test_no_nft_or_an_unreadable_ruleset_removes_nothing(private_lock):
     result = base.Result('present', 'docker')
-    assert base.remove_nft_rules(None, lambda name: None, pick_docker, False, result) == []
+    assert base.remove_rules(None, lambda name: None, pick_docker, False, result) == []
     assert result['messages'] == ['nft not found; no nftables table checked.']
     nft = FakeNft('docker_bridges_ipv6', fail_list='Error: Operation not supported')
     result = base.Result('present', 'docker')
-    assert base.remove_nft_rules(nft.run, nft.find, pick_docker, False, result) == []
+    assert base.remove_rules(nft.run, nft.find, pick_docker, False, result) == []
     assert nft.loads == [] and result['changed'] is False
     assert len(result.warnings) == 1 and 'Operation not supported' in result.warnings[0]
