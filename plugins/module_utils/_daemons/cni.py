@@ -56,7 +56,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import 
     restore,
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni_chains import EmptiedChains
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni_daemon import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni_names import (
     CNI_CACHE_DIR,
     CNI_CONF_DIR,
     MASQ_KEY,

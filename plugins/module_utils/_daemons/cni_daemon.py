@@ -8,80 +8,23 @@
 github.com/containernetworking/plugins, in containerd's, CRI-O's and
 nerdctl's network files), as the registry (``registry.py``) knows them:
 :data:`DAEMON`.  The names and comments the plugins give the rules of
-``"ipMasq": true``, which the editor (``cni.py``) selects by.  The editor is
-imported only when a run needs it.
+``"ipMasq": true``, which the editor (``cni.py``) selects by, are in
+``cni_names.py``.  The editor is imported only when a run needs it.
 
 No owner of its own: the SNAT audit's owner ``cni`` (``_audit/owners.py``)
 tells the rules of every CNI plugin (portmap's, the networks of other
 directories), not only those of the networks this daemon edits.
 
-What the plugins write, per container (``pkg/ip/ipmasq_linux.go``; seen
-with Debian 12's containernetworking-plugins 1.1.1, IPv4 and IPv6):
-
-- iptables: a chain ``CNI-`` + the first 24 hex digits of
-  SHA-512(network name + container id) in the nat table, holding ``-d
-  <subnet> -j ACCEPT`` and ``! -d 224.0.0.0/4 -j MASQUERADE`` (IPv6: ``!
-  -d ff00::/8``), reached by ``-A POSTROUTING -s <pod address> -j
-  <chain>``; every rule commented ``name: "<network>" id: "<container
-  id>"``.  DEL deletes the jump, then flushes and deletes the chain.
-- nftables (``"ipMasqBackend": "nftables"``, plugins 1.5 and later; Debian
-  12's plugins do not have it): table ``inet cni_plugins_masquerade``,
-  base chain ``postrouting`` (multicast returns, then ``goto
-  masq_checks``), and per container in ``masq_checks`` ``ip saddr ==
-  <pod> ip daddr != <subnet> masquerade`` commented ``<16 hex digits of
-  SHA-512(network)>-<16 of SHA-512(ifname:container id)>, net: <network>,
-  if: <ifname>, id: <container id>``.
-
 Standard library only: this file runs on managed nodes.
 """
 
-import hashlib
-import re
-
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni_names import CHAIN_PREFIX, CNI_CONF_DIR, NFT_TABLE
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.daemon import Daemon
-
-CNI_CONF_DIR = '/etc/cni/net.d'
-# libcni's cache (results/<network>-<container id>-<ifname>), where the
-# runtimes (containerd, CRI-O, podman, nerdctl) record their containers.
-CNI_CACHE_DIR = '/var/lib/cni'
-# The file names libcni loads a network from (libcni.ConfFiles).
-CONF_SUFFIXES = ('.conf', '.conflist', '.json')
-# The plugins whose "ipMasq" masquerades a network's traffic.
-MASQ_PLUGINS = ('bridge', 'ptp')
-MASQ_KEY = 'ipMasq'
-
-CHAIN_PREFIX = 'CNI-'
-CHAIN_HASH_DIGITS = 24
-# utils.FormatComment: name: %q id: %q (network names and container ids hold no quotes).
-_COMMENT = re.compile(r'^name: "([^"\\]*)" id: "([^"\\]*)"$')
-
-NFT_TABLE = ('inet', 'cni_plugins_masquerade')
-NFT_CHAIN = 'masq_checks'
-NFT_HASH_DIGITS = 16
-
-
-def _sha512(text):
-    return hashlib.sha512(text.encode('utf-8', 'surrogateescape')).hexdigest()
-
-
-def chain_name(network, container):
-    """The iptables chain the plugins give one container's masquerading."""
-    return CHAIN_PREFIX + _sha512(network + container)[:CHAIN_HASH_DIGITS]
-
-
-def comment_of(comment):
-    """``(network, container id)`` of a comment the plugins wrote, or None."""
-    m = _COMMENT.match(comment or '')
-    return (m.group(1), m.group(2)) if m else None
-
-
-def nft_comment_prefix(network):
-    """How the comment of every nftables masquerade rule of ``network`` starts."""
-    return _sha512(network)[:NFT_HASH_DIGITS] + '-'
 
 
 def editor():
     """The CNI networks' editor: ``(options, sync)``."""
+    # Start-up cost: the editor (and the backends it removes rules with) loads only when a run edits the networks.
     from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni import CNI_OPTIONS, cni_sync  # pylint: disable=import-outside-toplevel
     return CNI_OPTIONS, cni_sync
 

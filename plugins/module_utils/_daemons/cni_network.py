@@ -43,7 +43,7 @@ import os
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import gojson
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni_daemon import CONF_SUFFIXES, MASQ_KEY, MASQ_PLUGINS
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni_names import CONF_SUFFIXES, MASQ_KEY, MASQ_PLUGINS
 
 FLANNEL = 'flannel'
 # flannel's plugin: where flanneld's subnet file is unless the network says (subnetFile).

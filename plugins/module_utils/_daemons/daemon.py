@@ -91,6 +91,7 @@ class Daemon:
         :data:`MODES` but skip)."""
         out = dict((option, values[variable]) for variable, (option, _spec) in sorted(self.variables.items()))
         if self.policy:
+            # Start-up cost: the options table loads only for a daemon that takes policy options, not with each descriptor.
             from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import BY_NAME  # pylint: disable=import-outside-toplevel
             out.update((name, values[BY_NAME[name].role]) for name in self.policy)
         if mode == 'report' and self.report is not None:

@@ -29,7 +29,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import 
     setup,
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.daemon_json import json_raw_value, json_remove, json_set, parse_daemon_json
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.docker_daemon import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.docker_names import (
     DEFAULT_BRIDGE,
     DOCKER_NFT_COMMENT,
     DOCKER_NFT_OUT_CHAIN,

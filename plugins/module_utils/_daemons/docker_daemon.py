@@ -4,31 +4,24 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 #
 # NOTE: private to the ipmasq.agent collection; not a public API.
-"""Docker, as the registry (``registry.py``) knows it: :data:`DAEMON`.
-The names its rules carry, which its editor (``docker.py``) removes by, and
-:data:`AUDIT`, how the SNAT audit (``_audit/owners.py``) tells them.  The
-editor is imported only when a run needs it: the audit and the controller
-read this file without it.
+"""Docker, as the registry (``registry.py``) knows it: :data:`DAEMON`, and
+:data:`AUDIT`, how the SNAT audit (``_audit/owners.py``) tells its rules
+by the names they carry (``docker_names.py``, which its editor,
+``docker.py``, removes them by).  The editor is imported only when a run
+needs it: the audit and the controller read this file without it.
 
 Standard library only: this file runs on managed nodes.
 """
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.daemon import Daemon
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.docker_names import (
+    DEFAULT_BRIDGE,
+    DEFAULT_SUBNET,
+    DOCKER_NFT_TABLE,
+    NETWORK_BRIDGE,
+    NETWORK_ID_DIGITS,
+)
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.owner import Owner
-
-# Docker's nftables firewall backend (libnetwork/drivers/bridge/internal/nftabler):
-# one table per family; per bridge network, its masquerade rule in chain
-# nat-postrouting-out__<bridge>, reached from the nat-POSTROUTING base chain
-# through the verdict map nat-postrouting-out-jumps (keyed by iifname).
-DOCKER_NFT_TABLE = 'docker-bridges'
-DOCKER_NFT_OUT_CHAIN = 'nat-postrouting-out__'
-DOCKER_NFT_COMMENT = 'MASQUERADE'
-# The default bridge and its default subnet; a user-defined network's bridge
-# is br-<the first 12 hex digits of its id>.
-DEFAULT_BRIDGE = 'docker0'
-DEFAULT_SUBNET = '172.17.0.0/16'
-NETWORK_BRIDGE = 'br-%s'
-NETWORK_ID_DIGITS = 12
 
 # Docker's rules, as the SNAT audit tells them (_audit/owners.py).
 AUDIT = Owner(
@@ -45,6 +38,7 @@ AUDIT = Owner(
 
 def editor():
     """Docker's editor: ``(options, sync)``."""
+    # Start-up cost: the editor (and the backends it removes rules with) loads only when a run edits Docker.
     from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.docker import DOCKER_OPTIONS, docker_sync  # pylint: disable=import-outside-toplevel
     return DOCKER_OPTIONS, docker_sync
 

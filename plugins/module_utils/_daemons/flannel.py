@@ -38,7 +38,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import 
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.envfile import env_value
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import check_abs, commit
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.flannel_daemon import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.flannel_names import (
     FLANNEL_CHAIN,
     FLANNEL_COMMENT,
     FLANNEL_NFT_CHAIN,

@@ -4,23 +4,22 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 #
 # NOTE: private to the ipmasq.agent collection; not a public API.
-"""flannel, as the registry (``registry.py``) knows it: :data:`DAEMON`.
-The names its rules carry, which its editor (``flannel.py``) removes by, and
-:data:`AUDIT`, how the SNAT audit (``_audit/owners.py``) tells them.  The
-editor is imported only when a run needs it: the audit and the controller
-read this file without it.
+"""flannel, as the registry (``registry.py``) knows it: :data:`DAEMON`, and
+:data:`AUDIT`, how the SNAT audit (``_audit/owners.py``) tells its rules
+by the names they carry (``flannel_names.py``, which its editor,
+``flannel.py``, removes them by).  The editor is imported only when a run
+needs it: the audit and the controller read this file without it.
 
 Standard library only: this file runs on managed nodes.
 """
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.daemon import Daemon
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.flannel_names import (
+    FLANNEL_CHAIN,
+    FLANNEL_NFT_CHAIN,
+    FLANNEL_NFT_TABLES,
+)
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.owner import Owner
-
-FLANNEL_CHAIN = 'FLANNEL-POSTRTG'
-FLANNEL_COMMENT = 'flanneld masq'
-# flanneld's nftables mode: its tables and the chain --ip-masq adds to them.
-FLANNEL_NFT_TABLES = (('ip', 'flannel-ipv4'), ('ip6', 'flannel-ipv6'))
-FLANNEL_NFT_CHAIN = 'postrtg'
 
 # flannel's rules, as the SNAT audit tells them (_audit/owners.py).
 AUDIT = Owner(
@@ -38,6 +37,7 @@ AUDIT = Owner(
 
 def editor():
     """flannel's editor: ``(options, sync)``."""
+    # Start-up cost: the editor (and the backends it removes rules with) loads only when a run edits flannel.
     from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.flannel import FLANNEL_OPTIONS, flannel_sync  # pylint: disable=import-outside-toplevel
     return FLANNEL_OPTIONS, flannel_sync
 

@@ -18,6 +18,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.daemon impor
 
 def editor():
     """kubelet's editor: ``(options, sync)``."""
+    # Start-up cost: the editor loads only when a run edits kubelet.
     from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.kubelet import KUBELET_OPTIONS, kubelet_sync  # pylint: disable=import-outside-toplevel
     return KUBELET_OPTIONS, kubelet_sync
 

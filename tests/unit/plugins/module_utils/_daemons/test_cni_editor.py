@@ -7,7 +7,7 @@ import pytest
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import parse_save
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import deletion, parse_nft
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import cni, cni_daemon
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import cni, cni_names
 
 CONTAINERD = '''{
   "cniVersion": "1.0.0",
@@ -67,7 +67,7 @@ def _save(*lines):
 
 
 def _masq_rules(net, cid, pod='10.88.0.2'):
-    chain = cni_daemon.chain_name(net, cid)
+    chain = cni_names.chain_name(net, cid)
     comment = '-m comment --comment "name: \\"%s\\" id: \\"%s\\""' % (net, cid)
     return chain, ['-A POSTROUTING -s %s/32 %s -j %s' % (pod, comment, chain),
                    '-A %s -d 10.88.0.0/16 %s -j ACCEPT' % (chain, comment),
@@ -106,8 +106,8 @@ def test_a_jump_whose_comment_names_another_container_is_an_error():
 
 
 def test_nft_flavour_picks_the_network_rules_by_handle():
-    comment = '%s%s, net: containerd-net, if: eth0, id: c1' % (cni_daemon.nft_comment_prefix('containerd-net'), 'a' * 16)
-    other = '%s%s, net: other, if: eth0, id: o1' % (cni_daemon.nft_comment_prefix('other'), 'b' * 16)
+    comment = '%s%s, net: containerd-net, if: eth0, id: c1' % (cni_names.nft_comment_prefix('containerd-net'), 'a' * 16)
+    other = '%s%s, net: other, if: eth0, id: o1' % (cni_names.nft_comment_prefix('other'), 'b' * 16)
     masq = [{'match': {'op': '==', 'left': {'payload': {'protocol': 'ip', 'field': 'saddr'}}, 'right': '10.88.0.2'}},
             {'masquerade': None}]
     items = [{'table': {'family': 'inet', 'name': 'cni_plugins_masquerade', 'handle': 1}},

@@ -7,7 +7,7 @@ import os
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import one_line
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import parse_save
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import cni, cni_chains, cni_daemon
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import cni, cni_chains, cni_names
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups import Backups
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import Files
 
@@ -39,7 +39,7 @@ def _parse(chains, lines):
 
 
 def test_only_gone_chains_that_are_empty_and_unreferenced_are_deleted():
-    empty, busy, jumped = (cni_daemon.chain_name('n', c) for c in ('c1', 'c2', 'c3'))
+    empty, busy, jumped = (cni_names.chain_name('n', c) for c in ('c1', 'c2', 'c3'))
     table = _parse([empty, busy, jumped], ['-A %s -j MASQUERADE' % busy, '-A POSTROUTING -j %s' % jumped])
     _rules, chains = cni.cni_rules(table, 4, ['n'], gone=[empty, busy, jumped, 'CNI-not-there'])
     assert chains == [empty]
@@ -50,7 +50,7 @@ def test_a_container_is_gone_when_the_runtime_records_no_longer_list_it(tmp_path
     files = Files(str(tmp_path))
     backups = Backups(files, '/var/lib/ipmasq-agent/backup', 'cni')
     emptied = cni_chains.EmptiedChains(files, backups, '/var/lib/cni', {'n': cni.Network('/x.conflist', ORIGINAL).data_dirs})
-    entry = {'family': 4, 'chain': cni_daemon.chain_name('n', 'c1'), 'network': 'n', 'container': 'c1'}
+    entry = {'family': 4, 'chain': cni_names.chain_name('n', 'c1'), 'network': 'n', 'container': 'c1'}
     assert emptied._gone(entry) is False, 'no record on the node: it cannot be known gone'
     leases = tmp_path / 'run' / 'ipam' / 'n'
     leases.mkdir(parents=True)
@@ -70,7 +70,7 @@ def test_the_record_keeps_what_the_read_found_and_goes_when_empty(tmp_path):
     files = Files(str(tmp_path))
     backups = Backups(files, '/backup', 'cni')
     emptied = cni_chains.EmptiedChains(files, backups, '/var/lib/cni', {})
-    chain = cni_daemon.chain_name('n', 'c1')
+    chain = cni_names.chain_name('n', 'c1')
     comment = '-m comment --comment "name: \\"n\\" id: \\"c1\\""'
     table = _parse([chain], ['-A POSTROUTING -s 10.1.0.2/32 %s -j %s' % (comment, chain),
                              '-A %s %s -j MASQUERADE' % (chain, comment)])
