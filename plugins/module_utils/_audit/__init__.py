@@ -26,8 +26,10 @@ One file per concern:
   audit's words for ours there;
 * ``conds.py``: what a rule requires of a packet; ``walk.py``: which rules
   the postrouting hook reaches;
-* ``owners.py``: who wrote a rule (our daemons' descriptors come from their
-  own files in ``_daemons/``); ``allow.py``: the ``allow`` option;
+* ``owners.py``: who wrote a rule, decided after every backend has read
+  (the readers hand over their clues, ``walk.Clues``, and import no owner:
+  our daemons' descriptors come from their own files in ``_daemons/``,
+  whose editors use the backends); ``allow.py``: the ``allow`` option;
 * ``judge.py``: the verdict (:func:`analyse`); ``report.py``: the result's
   words (:func:`summary`, :func:`offender_lines`).
 
