@@ -38,25 +38,22 @@ class _PicksStep(Step):
         return list(self.actions)
 
 
-class _untouched:
-    """A failure of a removal's plan or transaction, in words that say no
-    part of the nft transaction was applied (it is atomic)."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, error, _trace):
-        if isinstance(error, MasqError):
-            msg = error.msg.rstrip('.') + '.'
-            if 'nft transaction' not in msg:
-                msg += ' No part of the nft transaction was applied.'
-            raise MasqError(msg, **error.details)
-        return False
+def _nothing_applied(call, *args):
+    """``call(*args)``, a removal's picking or its transaction: a failure
+    says that no part of the nft transaction was applied (it is atomic)."""
+    try:
+        return call(*args)
+    except MasqError as e:
+        msg = e.msg.rstrip('.') + '.'
+        if 'nft transaction' not in msg:
+            msg += ' No part of the nft transaction was applied.'
+        raise MasqError(msg, **e.details)
 
 
-def _load(tools, commands):
-    with _untouched():
-        return tools.load(commands)
+def _picks(match, tables):
+    """What ``match`` picks of ``tables`` (None: the ruleset was not read), and the commands that remove it."""
+    picked = match.nft(tables) if tables is not None else None
+    return picked, [command for _text, what in picked or () for command in deletion(what)]
 
 
 class NftState:
@@ -226,12 +223,11 @@ class Nftables(Backend):
 
         def plan(reading):
             tables = reading[0]
-            with _untouched():
-                picked = match.nft(tables) if tables is not None else None
-                commands = [command for _text, what in picked or () for command in deletion(what)]
+            picked, commands = _nothing_applied(_picks, match, tables)
             if not picked:
                 return Plan()
-            return Plan([_PicksStep('nft', [text for text, _what in picked], lambda: _load(tools, commands))])
+            return Plan([_PicksStep('nft', [text for text, _what in picked],
+                                    lambda: _nothing_applied(tools.load, commands))])
 
         return read, plan
 
