@@ -386,23 +386,23 @@ def role_args(values: Mapping[str, object], host: str, spec: Mapping[str, dict] 
         problems.add(variable, text)
     for variable, text in _role_vars.path_problems(typed, values, spec, problems.bad):
         problems.add(variable, text)
-    if typed.get('ip_masq_state') == 'absent' and 'ip_masq_state' not in problems.bad:
-        _word(problems, policy_findings.check(_options(typed, {}), _bad_options(problems), present=False)[0])
-        if problems:
-            raise RoleArgsError('\n'.join(problems))
-        return {'state': 'absent', 'values': typed, 'masq_chain': {'chain': typed['ip_masq_chain'], 'state': 'absent'},
-                'facts': {}, 'timer': None}
-    facts = _normalise(typed, problems)
-    _role_checks(typed, problems)
-    found, timer = policy_findings.check(_options(typed, facts), _bad_options(problems))
+    # Removal (a state of absent that is itself fine) needs only the chain's name.
+    present = typed.get('ip_masq_state') != 'absent' or 'ip_masq_state' in problems.bad
+    facts = _normalise(typed, problems) if present else {}
+    if present:
+        _role_checks(typed, problems)
+    found, timer = policy_findings.check(_options(typed, facts), _bad_options(problems), present=present)
     _word(problems, found)
-    if _ok(problems, 'ip_masq_audit_allow'):
+    if present and _ok(problems, 'ip_masq_audit_allow'):
         try:
             parse_allow(typed['ip_masq_audit_allow'])
         except MasqError as exc:
             problems.add('ip_masq_audit_allow', exc.msg.partition(': ')[2] or exc.msg)
     if problems:
         raise RoleArgsError('\n'.join(problems))
+    if not present:
+        return {'state': 'absent', 'values': typed, 'masq_chain': {'chain': typed['ip_masq_chain'], 'state': 'absent'},
+                'facts': {}, 'timer': None}
     args = _masq_chain_args(typed, facts)
     try:
         Policy(**dict((key, args[key]) for key in POLICY_OPTIONS if key in args))

@@ -24,7 +24,7 @@ Standard library only: the core runs on nodes too.
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.cidrs import over_limit
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.golang import parse_duration_ns
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.intervals import cidr_interval, merge
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.intervals import cidrs_touching
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import (
     cidr_family, extensions_given, is_interface_name, masquerade_conflicts, missing_source_families,
     outside_kept, parse_to_ports, shadowed_by_link_local, validate_chain_name,
@@ -44,14 +44,6 @@ _SINGLE = (('chain', validate_chain_name), ('to_ports', parse_to_ports))
 
 def _v6(cidrs):
     return [cidr for cidr in cidrs if cidr_family(cidr) == 6]
-
-
-def _touches(cidr, kept):
-    """Whether ``cidr`` shares an address with the union of ``kept`` (for the findings' order only)."""
-    family = cidr_family(cidr)
-    first, last = cidr_interval(cidr, family)
-    return any(low <= last and high >= first
-               for low, high in merge(cidr_interval(c, family) for c in kept if cidr_family(c) == family))
 
 
 def _timer(interval):
@@ -93,11 +85,9 @@ def check(o, bad=(), present=True):
     policy is being removed) only the chain's name matters."""
     if not present:
         return single({'chain': o['chain']}, bad), None
-    out, timer = [], None
-    if 'resync_interval' not in bad:
-        found, timer = _timer(o['resync_interval'])
-        out += [found] if found else []
-    return out + _combinations(o, bad) + single(o, bad), timer
+    found = _combinations(o, bad) + single(o, bad)
+    timing, timer = _timer(o['resync_interval']) if 'resync_interval' not in bad else (None, None)
+    return ([timing] if timing else []) + found, timer
 
 
 def _combinations(o, bad):
@@ -110,9 +100,11 @@ def _combinations(o, bad):
     masq_link_local = {4: o['masq_link_local'], 6: o['masq_link_local_ipv6']}
     masq_mode = bool(masquerade)
     v6_ok, limit_ok = 'ipv6' in ok, 'cidr_limit' in ok
+    over = dict((name, o[name] is not None and limit_ok and over_limit(len(o[name]), limit))
+                for name in ('nonmasquerade_cidrs', 'masquerade_cidrs'))
     if cidrs is not None and v6_ok and _v6(cidrs) and not ipv6:
         out.append(('v6_off', 'nonmasquerade_cidrs', _v6(cidrs)))
-    if cidrs is not None and limit_ok and masquerade is not None and not masq_mode and over_limit(len(cidrs), limit):
+    if masquerade is not None and not masq_mode and over['nonmasquerade_cidrs']:
         out.append(('over_limit', 'nonmasquerade_cidrs', (len(cidrs), limit)))
     ext_v6 = {}
     if v6_ok and not ipv6:
@@ -129,7 +121,7 @@ def _combinations(o, bad):
     if masq_mode and cidrs is not None and exceptions is not None and reserved_ok:
         for other in masquerade_conflicts(cidrs == list(DEFAULT_NONMASQ_CIDRS), reserved, exceptions):
             out.append(('masquerade_conflict', 'masquerade_cidrs', other))
-    if masquerade is not None and limit_ok and over_limit(len(masquerade), limit):
+    if over['masquerade_cidrs']:
         out.append(('over_limit', 'masquerade_cidrs', (len(masquerade), limit)))
     link_local_ok = 'masq_link_local' in ok and 'masq_link_local_ipv6' in ok
     if masq_mode and not ext_v6 and link_local_ok:
@@ -142,7 +134,8 @@ def _combinations(o, bad):
         kept += list(RESERVED_RANGES) if reserved else []
         outside = outside_kept(exceptions, kept)
         # Those that overlap a kept range first, then the others (as the cidr_overlaps filter sorts them).
-        outside = [c for c in outside if _touches(c, kept)] + [c for c in outside if not _touches(c, kept)]
+        touching = cidrs_touching(outside, kept)
+        outside = touching + [c for c in outside if c not in touching]
         if outside:
             out.append(('outside_kept', 'exception_cidrs', outside))
     if sources and v6_ok and ipv6:
