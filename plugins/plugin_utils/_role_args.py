@@ -21,8 +21,9 @@ Where each rule lives (one home each):
   destination shadowed by link-local, exceptions outside the kept ranges, a
   family without sources, the CIDR limit, Go durations, and, last, the whole
   ``Policy`` the node will build: chain name, to_ports, ...) come from the
-  core (``module_utils/_core``), which needs the standard library only;
-  this file only words them for the role;
+  core (``module_utils/_core``), which needs the standard library only: one
+  call (``policy_findings.check``) returns every finding, and this file only
+  words them for the role (:data:`_WORDS`);
 - the per-entry messages of the CIDR lists and of ``ip_masq_snat_to`` (with
   their index, what to write instead, duplicates refused, a list that covers
   a whole family refused) are the netaddr filters' (``nonmasq_guard``,
@@ -48,21 +49,14 @@ import yaml
 from ansible.errors import AnsibleError, AnsibleFilterError
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from ansible_collections.ipmasq.agent.plugins.filter.go_duration import go_duration
 from ansible_collections.ipmasq.agent.plugins.filter.nonmasq_guard import nonmasq_guard
 from ansible_collections.ipmasq.agent.plugins.filter.snat_to import snat_to
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.cidrs import over_limit
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.allow import parse_allow
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import policy_findings
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.intervals import cidr_interval, merge
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import OPTIONS, POLICY_OPTIONS, role_variable
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import (
-    Policy, cidr_family, extensions_given, is_interface_name, masquerade_conflicts, missing_source_families,
-    outside_kept, parse_to_ports, shadowed_by_link_local, validate_chain_name,
-)
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.ranges import (
-    DEFAULT_NONMASQ_CIDRS, LINK_LOCAL, RESERVED_RANGES,
-)
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.ranges import DEFAULT_NONMASQ_CIDRS
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import registry
 from ansible_collections.ipmasq.agent.plugins.plugin_utils import _role_vars
 
@@ -131,8 +125,6 @@ def role_defaults(role_path=ROLE_PATH):
 _WANT = {'str': 'a string', 'path': 'a path (a string)', 'bool': 'true or false', 'int': 'a whole number',
          'list': 'a list', 'dict': 'a mapping', 'raw': 'a value'}
 _NAMED = (re.compile(r"^argument '([^']+)'"), re.compile(r"option '([^']+)'"), re.compile(r'^value of (\S+) must be'))
-# Timer values are written in milliseconds: a shorter interval would be 0.
-_MS_PER_SECOND = 1000
 
 
 class _Problems(list):
@@ -213,22 +205,6 @@ def _text(exc):
     return message if isinstance(message, str) else str(exc)
 
 
-def _v6(cidrs):
-    return [cidr for cidr in cidrs if cidr_family(cidr) == 6]
-
-
-def _by_family(cidrs):
-    return {4: [c for c in cidrs if cidr_family(c) == 4], 6: _v6(cidrs)}
-
-
-def _touches(cidr, kept):
-    """Whether ``cidr`` shares an address with the union of ``kept`` (for the message's order only)."""
-    family = cidr_family(cidr)
-    first, last = cidr_interval(cidr, family)
-    return any(low <= last and high >= first
-               for low, high in merge(cidr_interval(c, family) for c in kept if cidr_family(c) == family))
-
-
 # The normalised list (a fact of the result) of each list option, in the
 # order they are checked; the config file and masq_chain's arguments are
 # written from these.
@@ -262,58 +238,13 @@ def _normalise(values, problems):
     return out
 
 
-def timer_value(seconds):
-    """The resync timer's OnUnitActiveSec= for an interval of ``seconds``
-    (whole seconds, else milliseconds); None where it would be 0."""
-    ms = int(round(seconds * _MS_PER_SECOND))
-    if ms <= 0:
-        return None
-    return '%ds' % (ms // _MS_PER_SECOND) if ms % _MS_PER_SECOND == 0 else '%dms' % ms
-
-
-def _interval(values, problems):
-    """The resync interval's timer value (None when refused)."""
-    if 'ip_masq_resync_interval' in problems.bad:
-        return None
-    interval = values['ip_masq_resync_interval']
-    try:
-        seconds = go_duration(interval)
-    except AnsibleFilterError as exc:
-        problems.add('ip_masq_resync_interval', _text(exc).partition(': ')[2])
-        return None
-    if not seconds > 0:
-        problems.add('ip_masq_resync_interval', '%s is not a positive Go duration such as 60s, 1m0s or 1h30m.'
-                     % interval)
-        return None
-    timer = timer_value(seconds)
-    if timer is None:
-        problems.add('ip_masq_resync_interval', '%s is shorter than a millisecond: the resync timer counts in '
-                     'milliseconds, so systemd would get 0 (OnUnitActiveSec=0s) and not repeat it. Use 1ms or more, '
-                     'such as 60s.' % interval)
-    return timer
-
-
 def _ok(problems, *variables):
     return not any(variable in problems.bad for variable in variables)
 
 
-def _check(values, facts, problems):
-    """Every refused combination (those whose inputs are themselves fine)."""
-    host = problems.host
-    cidrs, exceptions = facts['__ip_masq_cidrs'], facts['__ip_masq_exceptions']
-    masquerade, sources = facts['__ip_masq_masquerade'], facts['__ip_masq_sources']
-    ipv6 = values['ip_masq_enable_ipv6']
-    masq_link_local = {4: values['ip_masq_masq_link_local'], 6: values['ip_masq_masq_link_local_ipv6']}
-    reserved = values['ip_masq_nomasq_all_reserved_ranges']
-    limit = values['ip_masq_cidr_limit']
-    v6_ok = _ok(problems, 'ip_masq_enable_ipv6')
-    limit_ok = _ok(problems, 'ip_masq_cidr_limit')
-    masq_mode = bool(masquerade)
-
-    if cidrs is not None and v6_ok and _v6(cidrs) and not ipv6:
-        problems.append(_V6_OFF % ('ip_masq_nonmasquerade_cidrs', host, ', '.join(_v6(cidrs))))
-    if cidrs is not None and limit_ok and masquerade is not None and not masq_mode and over_limit(len(cidrs), limit):
-        problems.append(_OVER_LIMIT % ('ip_masq_nonmasquerade_cidrs', host, len(cidrs), limit))
+def _role_checks(values, problems):
+    """The role's own rules: the unit paths' characters, and a daemon to
+    ``manage`` with no directory to look in."""
     for name in PATH_VARIABLES:
         if _ok(problems, name) and values[name] is not None and not SAFE_PATH.match(values[name]):
             problems.add(name, _UNIT_PATH % values[name])
@@ -326,88 +257,78 @@ def _check(values, facts, problems):
                          'give the directories, or set %s: auto.'
                          % (' and '.join(empty), ' and '.join(empty), 'is []' if len(empty) == 1 else 'are []',
                             daemon.variable))
-    ext_v6 = {}
-    if v6_ok and not ipv6:
-        for variable, listed in (('ip_masq_exception_cidrs', exceptions), ('ip_masq_masquerade_cidrs', masquerade),
-                                 ('ip_masq_source_cidrs', sources)):
-            if listed and _v6(listed):
-                ext_v6[variable] = _v6(listed)
-                problems.append(_V6_OFF % (variable, host, ', '.join(_v6(listed))))
-    given = extensions_given({'exception_cidrs': exceptions or [], 'masquerade_cidrs': masquerade or [],
-                              'snat_to': facts['__ip_masq_snat_to'] or [], 'source_cidrs': sources or [],
-                              'out_interfaces': values['ip_masq_out_interfaces'] if _ok(problems, 'ip_masq_out_interfaces') else []})
-    if values['ip_masq_rule_format'] == 'upstream' and given:
-        problems.append('%s of %s: extensions of ipmasq.agent, which the upstream agent does not have, but '
-                        'ip_masq_rule_format is upstream (the rules exactly as the upstream agent writes them). '
-                        'Set ip_masq_rule_format: docs, or remove them.'
-                        % (', '.join(role_variable(name) for name in given), host))
-    if masq_mode and cidrs is not None and exceptions is not None and _ok(problems, 'ip_masq_nomasq_all_reserved_ranges'):
-        for other in masquerade_conflicts(cidrs == list(DEFAULT_NONMASQ_CIDRS), reserved, exceptions):
-            if other == 'exception_cidrs':
-                advice = 'list the exceptions in ip_masq_masquerade_cidrs instead.'
-            else:
-                advice = ('with ip_masq_masquerade_cidrs, every destination it does not list already keeps its '
-                          'source (%s, or remove ip_masq_masquerade_cidrs).'
-                          % ('leave ip_masq_nonmasquerade_cidrs at its default' if other == 'nonmasquerade_cidrs'
-                             else 'set ip_masq_nomasq_all_reserved_ranges: false'))
-            problems.append('ip_masq_masquerade_cidrs of %s cannot be combined with %s: %s'
-                            % (host, role_variable(other), advice))
-    if masquerade is not None and limit_ok and over_limit(len(masquerade), limit):
-        problems.append(_OVER_LIMIT % ('ip_masq_masquerade_cidrs', host, len(masquerade), limit))
-    link_local_ok = _ok(problems, 'ip_masq_masq_link_local', 'ip_masq_masq_link_local_ipv6')
-    if masq_mode and not ext_v6 and link_local_ok:
-        shadowed = [c for c in masquerade if shadowed_by_link_local(c, cidr_family(c), masq_link_local)]
-        if shadowed:
-            problems.append('ip_masq_masquerade_cidrs of %s: %s %s inside link-local, which keeps its source while '
-                            'ip_masq_masq_link_local (IPv6: ip_masq_masq_link_local_ipv6) is false, so it would never '
-                            'be masqueraded. Set ip_masq_masq_link_local: true (link-local is then masqueraded only '
-                            'where listed), or remove it.'
-                            % (host, ', '.join(shadowed), 'lies' if len(shadowed) == 1 else 'lie'))
-    if (masquerade is not None and not masq_mode and exceptions and cidrs is not None and not ext_v6 and link_local_ok
-            and _ok(problems, 'ip_masq_nomasq_all_reserved_ranges')):
-        kept = list(cidrs) + [LINK_LOCAL[f] for f in (4, 6) if not masq_link_local[f]]
-        kept += list(RESERVED_RANGES) if reserved else []
-        outside = outside_kept(exceptions, kept)
-        # Those that overlap a kept range first, then the others (as the cidr_overlaps filter sorted them).
-        outside = [c for c in outside if _touches(c, kept)] + [c for c in outside if not _touches(c, kept)]
-        if outside:
-            problems.append('ip_masq_exception_cidrs of %s: %s %s not inside ip_masq_nonmasquerade_cidrs (nor '
-                            'link-local while it is kept, nor the reserved ranges of '
-                            'ip_masq_nomasq_all_reserved_ranges): such traffic gets a new source address anyway. An '
-                            'exception names a part of a kept range to masquerade; remove it, or add the range it '
-                            'belongs to to ip_masq_nonmasquerade_cidrs.'
-                            % (host, ', '.join(outside), 'is' if len(outside) == 1 else 'are'))
-    missing = missing_source_families(_by_family(sources), (4, 6)) if sources and v6_ok and ipv6 else []
-    if missing:
-        families = ' and '.join(_FAMILY[f] for f in missing)
-        problems.append('ip_masq_source_cidrs of %s lists no %s source while ip_masq_enable_ipv6 is true: %s traffic '
-                        'would never get a new source address. Add the %s pod CIDR, or set ip_masq_enable_ipv6: false.'
-                        % (host, families, families, families))
-    if _ok(problems, 'ip_masq_out_interfaces'):
-        names = values['ip_masq_out_interfaces']
-        bad = [n for n in names if not is_interface_name(n) and n not in ('.', '..')]
-        bad += [n for n in names if n in ('.', '..')]
-        if bad:
-            problems.append('ip_masq_out_interfaces of %s: %s %s (1 to 15 letters, digits and _ . -, not starting with '
-                            '-; no wildcards such as eth+ or eth*).'
-                            % (host, ', '.join(json.dumps(n) for n in bad),
-                               'is not an interface name' if len(bad) == 1 else 'are not interface names'))
-    _core_checks(values, problems)
 
 
-def _core_checks(values, problems):
-    """The core's own rules for single options (the node runs the same)."""
-    for variable, rule in (('ip_masq_chain', validate_chain_name), ('ip_masq_to_ports', parse_to_ports)):
-        if _ok(problems, variable):
-            try:
-                rule(values[variable])
-            except MasqError as exc:
-                problems.add(variable, exc.msg.partition(': ')[2] or exc.msg)
-    if _ok(problems, 'ip_masq_audit_allow'):
-        try:
-            parse_allow(values['ip_masq_audit_allow'])
-        except MasqError as exc:
-            problems.add('ip_masq_audit_allow', exc.msg.partition(': ')[2] or exc.msg)
+def _options(values, facts):
+    """The policy's options (the options table's names) as the role's checks left them."""
+    return dict((o.name, facts.get(LIST_FACTS[o.name]) if o.name in LIST_FACTS else values.get(o.role))
+                for o in OPTIONS if o.role)
+
+
+def _bad_options(problems):
+    return set(o.name for o in OPTIONS if o.role in problems.bad)
+
+
+def _is_are(items, one, more):
+    return one if len(items) == 1 else more
+
+
+def _conflict(other):
+    if other == 'exception_cidrs':
+        return 'list the exceptions in ip_masq_masquerade_cidrs instead.'
+    return ('with ip_masq_masquerade_cidrs, every destination it does not list already keeps its source (%s, or '
+            'remove ip_masq_masquerade_cidrs).'
+            % ('leave ip_masq_nonmasquerade_cidrs at its default' if other == 'nonmasquerade_cidrs'
+               else 'set ip_masq_nomasq_all_reserved_ranges: false'))
+
+
+# The role's words for each finding of the core (module_utils/_core/policy_findings.py):
+# (variable, host, detail) -> (whether it refuses the variable itself, the line).
+_WORDS = {
+    'v6_off': lambda v, h, d: (False, _V6_OFF % (v, h, ', '.join(d))),
+    'over_limit': lambda v, h, d: (False, _OVER_LIMIT % (v, h, d[0], d[1])),
+    'extensions_upstream': lambda v, h, d: (False, (
+        '%s of %s: extensions of ipmasq.agent, which the upstream agent does not have, but ip_masq_rule_format is '
+        'upstream (the rules exactly as the upstream agent writes them). Set ip_masq_rule_format: docs, or remove '
+        'them.' % (', '.join(role_variable(name) for name in d), h))),
+    'masquerade_conflict': lambda v, h, d: (False, '%s of %s cannot be combined with %s: %s'
+                                            % (v, h, role_variable(d), _conflict(d))),
+    'shadowed_by_link_local': lambda v, h, d: (False, (
+        '%s of %s: %s %s inside link-local, which keeps its source while ip_masq_masq_link_local (IPv6: '
+        'ip_masq_masq_link_local_ipv6) is false, so it would never be masqueraded. Set ip_masq_masq_link_local: '
+        'true (link-local is then masqueraded only where listed), or remove it.'
+        % (v, h, ', '.join(d), _is_are(d, 'lies', 'lie')))),
+    'outside_kept': lambda v, h, d: (False, (
+        '%s of %s: %s %s not inside ip_masq_nonmasquerade_cidrs (nor link-local while it is kept, nor the reserved '
+        'ranges of ip_masq_nomasq_all_reserved_ranges): such traffic gets a new source address anyway. An exception '
+        'names a part of a kept range to masquerade; remove it, or add the range it belongs to to '
+        'ip_masq_nonmasquerade_cidrs.' % (v, h, ', '.join(d), _is_are(d, 'is', 'are')))),
+    'missing_source_family': lambda v, h, d: (False, (
+        '%s of %s lists no %s source while ip_masq_enable_ipv6 is true: %s traffic would never get a new source '
+        'address. Add the %s pod CIDR, or set ip_masq_enable_ipv6: false.'
+        % ((v, h) + (' and '.join(_FAMILY[f] for f in d),) * 3))),
+    'not_interface_names': lambda v, h, d: (False, (
+        '%s of %s: %s %s (1 to 15 letters, digits and _ . -, not starting with -; no wildcards such as eth+ or eth*).'
+        % (v, h, ', '.join(json.dumps(n) for n in d),
+           _is_are(d, 'is not an interface name', 'are not interface names')))),
+    'core': lambda v, h, d: (True, d),
+    'duration': lambda v, h, d: (True, d),
+    'not_positive': lambda v, h, d: (True, '%s is not a positive Go duration such as 60s, 1m0s or 1h30m.' % d),
+    'under_a_millisecond': lambda v, h, d: (True, (
+        '%s is shorter than a millisecond: the resync timer counts in milliseconds, so systemd would get 0 '
+        '(OnUnitActiveSec=0s) and not repeat it. Use 1ms or more, such as 60s.' % d)),
+}
+
+
+def _word(problems, found):
+    """The core's findings as the role's problems, each naming its variable and the host."""
+    for kind, option, detail in found:
+        variable = role_variable(option)
+        refuses, text = _WORDS[kind](variable, problems.host, detail)
+        if refuses:
+            problems.add(variable, text)
+        else:
+            problems.append(text)
 
 
 def _masq_chain_args(values, facts):
@@ -465,21 +386,23 @@ def role_args(values: Mapping[str, object], host: str, spec: Mapping[str, dict] 
         problems.add(variable, text)
     for variable, text in _role_vars.path_problems(typed, values, spec, problems.bad):
         problems.add(variable, text)
-    if typed.get('ip_masq_state') == 'absent' and 'ip_masq_state' not in problems.bad:
-        if _ok(problems, 'ip_masq_chain'):
-            try:
-                validate_chain_name(typed['ip_masq_chain'])
-            except MasqError as exc:
-                problems.append(_core_message(exc, host))
-        if problems:
-            raise RoleArgsError('\n'.join(problems))
-        return {'state': 'absent', 'values': typed, 'masq_chain': {'chain': typed['ip_masq_chain'], 'state': 'absent'},
-                'facts': {}, 'timer': None}
-    facts = _normalise(typed, problems)
-    timer = _interval(typed, problems)
-    _check(typed, facts, problems)
+    # Removal (a state of absent that is itself fine) needs only the chain's name.
+    present = typed.get('ip_masq_state') != 'absent' or 'ip_masq_state' in problems.bad
+    facts = _normalise(typed, problems) if present else {}
+    if present:
+        _role_checks(typed, problems)
+    found, timer = policy_findings.check(_options(typed, facts), _bad_options(problems), present=present)
+    _word(problems, found)
+    if present and _ok(problems, 'ip_masq_audit_allow'):
+        try:
+            parse_allow(typed['ip_masq_audit_allow'])
+        except MasqError as exc:
+            problems.add('ip_masq_audit_allow', exc.msg.partition(': ')[2] or exc.msg)
     if problems:
         raise RoleArgsError('\n'.join(problems))
+    if not present:
+        return {'state': 'absent', 'values': typed, 'masq_chain': {'chain': typed['ip_masq_chain'], 'state': 'absent'},
+                'facts': {}, 'timer': None}
     args = _masq_chain_args(typed, facts)
     try:
         Policy(**dict((key, args[key]) for key in POLICY_OPTIONS if key in args))

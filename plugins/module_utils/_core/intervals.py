@@ -60,3 +60,16 @@ def covered(interval, merged):
     first, last = interval
     index = bisect.bisect_right(merged, (first, float('inf'))) - 1
     return index >= 0 and merged[index][0] <= first and last <= merged[index][1]
+
+
+def cidrs_touching(cidrs, kept):
+    """Of ``cidrs`` (canonical CIDR texts of either family, in order), those
+    that share an address with the union of ``kept`` (the same)."""
+    out = []
+    for cidr in cidrs:
+        family = 6 if ':' in cidr else 4
+        first, last = cidr_interval(cidr, family)
+        merged = merge(cidr_interval(c, family) for c in kept if (':' in c) == (family == 6))
+        if any(low <= last and high >= first for low, high in merged):
+            out.append(cidr)
+    return out
