@@ -124,6 +124,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 
 # The words of a drift are the resync journal's, each backend's own (drift_report), in the core.
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import DEFAULT_CHAIN
 
 NAME = 'ipmasq.agent.snat_report'
 SOURCE_KEYS = ('owner', 'family', 'backend', 'table', 'chain', 'rule', 'reachable', 'allowed', 'allowed_by', 'ours')
@@ -230,13 +231,6 @@ def _drift_words(chain):
     return [word for cls in backends.writers() for word in cls.drift_report(chain)[1]]
 
 
-def _policy_in(sources):
-    """Where ours acts on traffic: iptables-nft, iptables-legacy and/or nftables."""
-    found = set()
-    for src in sources:
-        if (src.get('ours') or src.get('allowed_by') == 'ours') and src.get('reachable'):
-            found.add('nftables' if src.get('backend') == 'nft' else src.get('backend') or 'iptables')
-    return sorted(found)
 
 
 def _unreachable_message(found, chain, snat, unreachable):
@@ -253,17 +247,24 @@ def _unreachable_message(found, chain, snat, unreachable):
     return None
 
 
-def _in_both(name, chain_name, policy_in, policy_backend):
+def _in_both(name, chain_name, policy_in, ours_backends, policy_backend):
+    """Ours in two backends, or in two tables of one that packets all pass:
+    the finding, in the words each backend declares (``fleet_report_words``)."""
     where = ', '.join(policy_in)
     belongs = (' The settings put it in %s.' % policy_backend) if policy_backend else ''
-    both = 'iptables and nftables' if 'nftables' in policy_in else 'the iptables-legacy and the iptables-nft nat table'
+    writers = backends.writers()
+    homes = [cls for cls in writers if cls.name in ours_backends]
+    if len(homes) > 1:
+        both = ' and '.join(cls.name for cls in homes)
+    else:
+        both = (homes[0].fleet_report_words(chain_name).get('split') if homes else None) or ' and '.join(policy_in)
+    by_hand = [words['by_hand'] for words in (cls.fleet_report_words(chain_name) for cls in writers) if words.get('by_hand')]
     return {'severity': 'off-policy',
             'what': 'our policy is in both %s (%s): the node runs two policies' % (both, where),
             'do': ('Keep one: run ansible-playbook -i INVENTORY ipmasq.agent.site --limit %s with ip_masq_backend set to the backend it belongs in '
-                   '(iptables or nftables); the run removes ours from the other one.%s Or remove the other by hand: '
-                   'nft delete table inet %s, or iptables -t nat -D POSTROUTING -j %s; iptables -t nat -F %s; '
-                   'iptables -t nat -X %s (iptables-legacy for a legacy table, ip6tables for IPv6).'
-                   % (name, belongs, (chain_name or 'IP-MASQ-AGENT').lower(), chain_name, chain_name, chain_name))}
+                   '(%s); the run removes ours from the other one.%s%s'
+                   % (name, ' or '.join(cls.name for cls in writers), belongs,
+                      (' Or remove the other by hand: %s.' % ', or '.join(by_hand)) if by_hand else ''))}
 
 
 def _host(name, found, groups=None, unreachable=None, on_unreachable='fail', no_answer=False):
@@ -283,7 +284,9 @@ def _host(name, found, groups=None, unreachable=None, on_unreachable='fail', no_
         'chain_actions': list(chain.get('actions') or []) if chain.get('changed') else [],
         'chain_drift': _chain_drift(chain) if chain.get('changed') else {},
         'policy_backend': chain.get('selected_backend'),
-        'policy_in': _policy_in(sources),
+        # Where ours acts on traffic, in the audit's words (each backend's place: iptables-nft, iptables-legacy,
+        # nftables ...): snat_sources' ours_in.
+        'policy_in': list(snat.get('ours_in') or []),
         'ours_backends': list(snat.get('ours_backends') or []),
         'only_ours': snat.get('only_ours'),
         'backend': chain.get('backend'),
@@ -296,7 +299,7 @@ def _host(name, found, groups=None, unreachable=None, on_unreachable='fail', no_
         'findings': [],
     }
     findings = out['findings']
-    chain_name = snat.get('chain') or chain.get('chain') or 'IP-MASQ-AGENT'
+    chain_name = snat.get('chain') or chain.get('chain') or DEFAULT_CHAIN
     # Two backends, or both iptables flavours' nat tables (packets pass each): two policies.
     in_both = len(out['ours_backends']) > 1 or len(out['policy_in']) > 1
     if lost is not None:
@@ -324,7 +327,7 @@ def _host(name, found, groups=None, unreachable=None, on_unreachable='fail', no_
                              'do': ('Run ansible-playbook -i INVENTORY ipmasq.agent.site --limit %s: ip_masq_state absent removes ours from every backend.'
                                     % name)})
         if in_both:
-            findings.append(_in_both(name, chain_name, out['policy_in'], None))
+            findings.append(_in_both(name, chain_name, out['policy_in'], out['ours_backends'], None))
         out['policy'] = 'off-policy' if findings else 'ok'
         out['counts'] = dict.fromkeys(COUNTS, 0)
         out['counts'].update(hosts=1, off_policy=int(bool(findings)), in_both_backends=int(in_both))
@@ -348,7 +351,7 @@ def _host(name, found, groups=None, unreachable=None, on_unreachable='fail', no_
                                 'find what rewrites the nat table: journalctl -u ip-masq-agent.service lists each '
                                 'repair.' % name)})
     if in_both:
-        findings.append(_in_both(name, chain_name, out['policy_in'], out['policy_backend']))
+        findings.append(_in_both(name, chain_name, out['policy_in'], out['ours_backends'], out['policy_backend']))
     for offender in snat.get('offenders') or []:
         findings.append({'severity': 'off-policy',
                          'what': '%s SNAT rule in %s %s (%s): %s' % (

@@ -26,7 +26,8 @@ def chain(changed=False, exists=True, actions=()):
 
 def host(groups=('cluster_a',), ch=None, offenders=(), **extra):
     found = {'groups': list(groups), 'managed': True, 'chain': ch or chain(),
-             'snat': {'only_ours': not offenders, 'sources': [OURS] + list(offenders), 'offenders': list(offenders)},
+             'snat': {'only_ours': not offenders, 'sources': [OURS] + list(offenders), 'offenders': list(offenders),
+                      'ours_backends': ['iptables'], 'ours_in': ['iptables-nft']},
              'kernel': '6.1.0', 'resync_enabled': True, 'resync': 'active'}
     found.update(extra)
     return found
@@ -122,7 +123,8 @@ def nft_chain(changed=False, exists=True, actions=(), drift=None):
 
 def test_a_policy_in_nftables_says_so():
     report = snat_report({'a': host(ch=nft_chain(), snat={'only_ours': True, 'ours_backends': ['nftables'],
-                                                          'sources': [OURS_NFT], 'offenders': []})})
+                                                          'ours_in': ['nftables'], 'sources': [OURS_NFT],
+                                                          'offenders': []})})
     found = report['hosts']['a']
     assert found['policy'] == 'ok' and found['chain'] == 'in place'
     assert found['policy_backend'] == 'nftables' and found['policy_in'] == ['nftables'] and found['nft'] == '1.0.6'
@@ -133,8 +135,8 @@ def test_a_policy_in_nftables_says_so():
 
 
 def test_ours_in_both_backends_is_off_policy_with_what_to_do():
-    snat = {'only_ours': False, 'ours_backends': ['iptables', 'nftables'], 'sources': [OURS, OURS_NFT],
-            'offenders': [], 'chain': 'IP-MASQ-AGENT'}
+    snat = {'only_ours': False, 'ours_backends': ['iptables', 'nftables'], 'ours_in': ['iptables-nft', 'nftables'],
+            'sources': [OURS, OURS_NFT], 'offenders': [], 'chain': 'IP-MASQ-AGENT'}
     report = snat_report({'a': host(ch=nft_chain(), snat=snat)}, ['cluster_a'])
     found = report['hosts']['a']
     (finding,) = found['findings']
@@ -146,7 +148,10 @@ def test_ours_in_both_backends_is_off_policy_with_what_to_do():
                                'the node runs two policies')
     assert 'ansible-playbook -i INVENTORY ipmasq.agent.site --limit a with ip_masq_backend' in finding['do']
     assert 'The settings put it in nftables.' in finding['do']
-    assert 'nft delete table inet ip-masq-agent' in finding['do'] and 'iptables -t nat -X IP-MASQ-AGENT' in finding['do']
+    assert finding['do'].endswith(
+        'Or remove the other by hand: iptables -t nat -D POSTROUTING -j IP-MASQ-AGENT; iptables -t nat -F IP-MASQ-AGENT; '
+        'iptables -t nat -X IP-MASQ-AGENT (iptables-legacy for a legacy table, ip6tables for IPv6), '
+        'or nft delete table inet ip-masq-agent.')
     assert report['groups']['cluster_a']['in_both_backends'] == 1 and report['totals']['in_both_backends'] == 1
 
 

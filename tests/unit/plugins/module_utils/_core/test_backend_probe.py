@@ -286,6 +286,14 @@ def test_ours_in_the_probe_and_in_iptables_is_two_policies(probe, masq_chain, sn
                            'ipmasq.agent.masq_chain with the backend it belongs in (backend=iptables or nftables or '
                            'probe); it removes ours from the other one.' % probe.path(CHAIN))
     assert problems[2].startswith('[IPv6 probe probe nat: other] unknown: ipv6 MASQUERADE something else -- ')
+    # The fleet report of that node: where ours is and what to do, in each backend's own words (the probe's
+    # fleet_report_words), with no edit of the filter.
+    host = snat_report._host('node1', {'chain': masq_chain(choice='probe'), 'snat': res})
+    assert host['policy_in'] == ['iptables-nft', 'probe'] and host['policy_backend'] == 'probe'
+    (both,) = [f for f in host['findings'] if 'both' in f['what']]
+    assert both['what'] == 'our policy is in both iptables and probe (iptables-nft, probe): the node runs two policies'
+    assert '(iptables or nftables or probe); the run removes ours from the other one. The settings put it in probe.' in both['do']
+    assert both['do'].endswith(', or rm %s.' % probe.path(CHAIN))
 
 
 def test_the_audit_runs_only_the_listings_the_registered_backends_declare(probe):
