@@ -231,8 +231,6 @@ def _drift_words(chain):
     return [word for cls in backends.writers() for word in cls.drift_report(chain)[1]]
 
 
-
-
 def _unreachable_message(found, chain, snat, unreachable):
     if unreachable is not None:
         if isinstance(unreachable, dict):
