@@ -28,6 +28,15 @@ options:
         C(kernel) (the kernel release), C(managed) (false where C(ip_masq_state) is V(absent); only our policy
         left behind is checked there), C(resync_enabled) (bool) and C(resync) (one of V(active), V(inactive),
         V(activating), V(failed), V(not installed), V(not checked), V(off), V(unknown)).
+      - Or, in place of C(managed), C(resync_enabled) and C(resync), the task results as a playbook registers them
+        (C(playbooks/audit.yml) does), and the filter judges them. C(settings) (the role's typed settings, the
+        C(settings) of the C(ipmasq.agent.ip_masq) action; C(ip_masq_state), C(ip_masq_resync_enabled) and
+        C(ip_masq_resync_systemctl) are read, each boolean as the role reads one, so V(t) is true), C(timer) (the
+        result of C(systemctl is-active ip-masq-agent.timer), skipped where the resync is off or
+        C(ip_masq_resync_systemctl) is false) and C(kernel) as the C(ansible.builtin.slurp) result of
+        C(/proc/sys/kernel/osrelease). A key given as above wins. A result that says C(unreachable) makes the host
+        unreachable (the first of C(chain), C(snat), C(kernel), C(timer) names why); a host lost at C(snat) (the first
+        task that reaches it) is reported with nothing else read.
     type: dict
     required: true
   groups:
@@ -58,7 +67,10 @@ options:
     default: fail
     version_added: 1.1.0
   fail_off_policy:
-    description: Whether the run fails the off-policy hosts (C(ip_masq_report_fail)); only stated in C(gate).
+    description:
+      - Whether the run fails the off-policy hosts (C(ip_masq_report_fail)); only stated in C(gate).
+      - A boolean as the role reads one (V(true)/V(false), V(yes)/V(no), V(t)/V(f), V(1)/V(0)); anything else is an
+        error.
     type: bool
     default: false
     version_added: 1.1.0
@@ -104,16 +116,81 @@ _value:
   type: dict
 """
 
+import base64
+import binascii
+
 from ansible.errors import AnsibleFilterError
+from ansible.module_utils.parsing.convert_bool import boolean
 
 # The words of a drift are the resync journal's, each backend's own (drift_report), in the core.
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import DEFAULT_CHAIN
 
 NAME = 'ipmasq.agent.snat_report'
 SOURCE_KEYS = ('owner', 'family', 'backend', 'table', 'chain', 'rule', 'reachable', 'allowed', 'allowed_by', 'ours')
 COUNTS = ('hosts', 'off_policy', 'chain_missing', 'chain_drifted', 'foreign_snat', 'offenders',
           'resync_not_active', 'unreadable', 'unreachable', 'in_both_backends')
 ON_UNREACHABLE = ('fail', 'ignore')
+# What ``systemctl is-active`` may say that the report repeats as it is.
+TIMER_STATES = ('active', 'inactive', 'failed', 'activating')
+
+
+def _bool(value, what, host=None):
+    """A boolean as the role reads one (its argument spec: convert_bool), or an error naming ``what`` (and ``host``)."""
+    try:
+        return boolean(value, strict=True)
+    except TypeError:
+        raise AnsibleFilterError('%s: %s%s must be true or false, not %r.'
+                                 % (NAME, 'host %s: ' % host if host else '', what, value)) from None
+
+
+def _resync_state(name, settings, timer):
+    """The resync timer's state in the report's words: off, not checked
+    (systemctl is not asked: ip_masq_resync_systemctl false), what
+    ``systemctl is-active`` said, not installed, or unknown."""
+    if not (settings.get('ip_masq_state', 'present') == 'present'
+            and _bool(settings.get('ip_masq_resync_enabled', False), 'ip_masq_resync_enabled', name)):
+        return 'off'
+    if not _bool(settings.get('ip_masq_resync_systemctl', True), 'ip_masq_resync_systemctl', name):
+        return 'not checked'
+    timer = timer if isinstance(timer, dict) else {}
+    said = str(timer.get('stdout') or '').strip()
+    if said in TIMER_STATES:
+        return said
+    return 'not installed' if timer.get('rc', 0) == 4 else 'unknown'
+
+
+def _kernel(value):
+    """The kernel release: given as text, or as the ``slurp`` result of /proc/sys/kernel/osrelease."""
+    if not isinstance(value, dict):
+        return value
+    if value.get('skipped'):
+        return None
+    try:
+        return base64.b64decode(value.get('content') or '').decode('utf-8', 'replace').strip()
+    except (binascii.Error, ValueError, TypeError):
+        return ''
+
+
+def _from_results(name, found):
+    """``found`` with the keys the host's task results imply filled in:
+    from ``settings`` (the role's typed settings, the ``settings`` of the
+    ``ipmasq.agent.ip_masq`` action) ``managed``, ``resync_enabled`` and,
+    with ``timer`` (the ``systemctl is-active ip-masq-agent.timer`` result),
+    ``resync``; ``kernel`` from its ``slurp`` result.  A key given wins."""
+    out = dict(found)
+    settings = found.get('settings')
+    if settings is not None:
+        if not isinstance(settings, dict):
+            raise AnsibleFilterError('%s: host %s: settings must be the dict of the role\'s settings, not %r.'
+                                     % (NAME, name, settings))
+        resync = _resync_state(name, settings, found.get('timer'))
+        out.setdefault('managed', settings.get('ip_masq_state', 'present') == 'present')
+        out.setdefault('resync_enabled', resync != 'off')
+        out.setdefault('resync', resync)
+    if 'kernel' in found:
+        out['kernel'] = _kernel(found['kernel'])
+    return out
 
 
 def _writer(chain):
@@ -154,43 +231,48 @@ def _drift_words(chain):
     return [word for cls in backends.writers() for word in cls.drift_report(chain)[1]]
 
 
-def _policy_in(sources):
-    """Where ours acts on traffic: iptables-nft, iptables-legacy and/or nftables."""
-    found = set()
-    for src in sources:
-        if (src.get('ours') or src.get('allowed_by') == 'ours') and src.get('reachable'):
-            found.add('nftables' if src.get('backend') == 'nft' else src.get('backend') or 'iptables')
-    return sorted(found)
-
-
 def _unreachable_message(found, chain, snat, unreachable):
     if unreachable is not None:
         if isinstance(unreachable, dict):
             return unreachable.get('msg') or 'unreachable'
         return str(unreachable) or 'unreachable'
-    for result in (found, chain, snat):
+    for result in (found, chain, snat, found.get('kernel'), found.get('timer')):
+        if not isinstance(result, dict):
+            continue
         value = result.get('unreachable')
         if value:
             return result.get('msg') or (value if isinstance(value, str) else 'unreachable')
     return None
 
 
-def _in_both(name, chain_name, policy_in, policy_backend):
+def _in_both(name, chain_name, policy_in, ours_backends, policy_backend):
+    """Ours in two backends, or in two tables of one that packets all pass:
+    the finding, in the words each backend declares (``fleet_report_words``)."""
     where = ', '.join(policy_in)
     belongs = (' The settings put it in %s.' % policy_backend) if policy_backend else ''
-    both = 'iptables and nftables' if 'nftables' in policy_in else 'the iptables-legacy and the iptables-nft nat table'
+    writers = backends.writers()
+    homes = [cls for cls in writers if cls.name in ours_backends]
+    if len(homes) > 1:
+        both = ' and '.join(cls.name for cls in homes)
+    else:
+        both = (homes[0].fleet_report_words(chain_name).get('split') if homes else None) or ' and '.join(policy_in)
+    by_hand = [words['by_hand'] for words in (cls.fleet_report_words(chain_name) for cls in writers) if words.get('by_hand')]
     return {'severity': 'off-policy',
             'what': 'our policy is in both %s (%s): the node runs two policies' % (both, where),
             'do': ('Keep one: run ansible-playbook -i INVENTORY ipmasq.agent.site --limit %s with ip_masq_backend set to the backend it belongs in '
-                   '(iptables or nftables); the run removes ours from the other one.%s Or remove the other by hand: '
-                   'nft delete table inet %s, or iptables -t nat -D POSTROUTING -j %s; iptables -t nat -F %s; '
-                   'iptables -t nat -X %s (iptables-legacy for a legacy table, ip6tables for IPv6).'
-                   % (name, belongs, (chain_name or 'IP-MASQ-AGENT').lower(), chain_name, chain_name, chain_name))}
+                   '(%s); the run removes ours from the other one.%s%s'
+                   % (name, ' or '.join(cls.name for cls in writers), belongs,
+                      (' Or remove the other by hand: %s.' % ', or '.join(by_hand)) if by_hand else ''))}
 
 
 def _host(name, found, groups=None, unreachable=None, on_unreachable='fail', no_answer=False):
     if not isinstance(found, dict):
         found = {}
+    lost = _unreachable_message(found, found.get('chain') or {}, found.get('snat') or {}, unreachable)
+    if (found.get('snat') or {}).get('unreachable'):
+        # Lost at the first task that reaches it (the listing): nothing else was read there.
+        found = {'groups': found.get('groups'), 'snat': found['snat']}
+    found = _from_results(name, found)
     chain = found.get('chain') or {}
     snat = found.get('snat') or {}
     sources = [{key: src.get(key) for key in SOURCE_KEYS} for src in snat.get('sources') or []]
@@ -200,7 +282,9 @@ def _host(name, found, groups=None, unreachable=None, on_unreachable='fail', no_
         'chain_actions': list(chain.get('actions') or []) if chain.get('changed') else [],
         'chain_drift': _chain_drift(chain) if chain.get('changed') else {},
         'policy_backend': chain.get('selected_backend'),
-        'policy_in': _policy_in(sources),
+        # Where ours acts on traffic, in the audit's words (each backend's place: iptables-nft, iptables-legacy,
+        # nftables ...): snat_sources' ours_in.
+        'policy_in': list(snat.get('ours_in') or []),
         'ours_backends': list(snat.get('ours_backends') or []),
         'only_ours': snat.get('only_ours'),
         'backend': chain.get('backend'),
@@ -213,10 +297,9 @@ def _host(name, found, groups=None, unreachable=None, on_unreachable='fail', no_
         'findings': [],
     }
     findings = out['findings']
-    chain_name = snat.get('chain') or chain.get('chain') or 'IP-MASQ-AGENT'
+    chain_name = snat.get('chain') or chain.get('chain') or DEFAULT_CHAIN
     # Two backends, or both iptables flavours' nat tables (packets pass each): two policies.
     in_both = len(out['ours_backends']) > 1 or len(out['policy_in']) > 1
-    lost = _unreachable_message(found, chain, snat, unreachable)
     if lost is not None:
         out['unreachable'] = lost
         fails = on_unreachable == 'fail' or no_answer
@@ -242,7 +325,7 @@ def _host(name, found, groups=None, unreachable=None, on_unreachable='fail', no_
                              'do': ('Run ansible-playbook -i INVENTORY ipmasq.agent.site --limit %s: ip_masq_state absent removes ours from every backend.'
                                     % name)})
         if in_both:
-            findings.append(_in_both(name, chain_name, out['policy_in'], None))
+            findings.append(_in_both(name, chain_name, out['policy_in'], out['ours_backends'], None))
         out['policy'] = 'off-policy' if findings else 'ok'
         out['counts'] = dict.fromkeys(COUNTS, 0)
         out['counts'].update(hosts=1, off_policy=int(bool(findings)), in_both_backends=int(in_both))
@@ -266,7 +349,7 @@ def _host(name, found, groups=None, unreachable=None, on_unreachable='fail', no_
                                 'find what rewrites the nat table: journalctl -u ip-masq-agent.service lists each '
                                 'repair.' % name)})
     if in_both:
-        findings.append(_in_both(name, chain_name, out['policy_in'], out['policy_backend']))
+        findings.append(_in_both(name, chain_name, out['policy_in'], out['ours_backends'], out['policy_backend']))
     for offender in snat.get('offenders') or []:
         findings.append({'severity': 'off-policy',
                          'what': '%s SNAT rule in %s %s (%s): %s' % (
@@ -317,8 +400,7 @@ def snat_report(found, groups=(), *, host_groups=None, unreachable=None, on_unre
                                  'message', lambda v: isinstance(v, (dict, str)))
     if on_unreachable not in ON_UNREACHABLE:
         raise AnsibleFilterError("%s: on_unreachable must be 'fail' or 'ignore', not %r." % (NAME, on_unreachable))
-    if not isinstance(fail_off_policy, bool):
-        raise AnsibleFilterError('%s: fail_off_policy must be true or false, not %r.' % (NAME, fail_off_policy))
+    fail_off_policy = _bool(fail_off_policy, 'fail_off_policy')
     names = sorted(set(found) | set(unreachable))
     hosts = {name: _host(name, found.get(name), host_groups.get(name), unreachable.get(name), on_unreachable)
              for name in names}

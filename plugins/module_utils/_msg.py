@@ -22,10 +22,14 @@ def _paths(paths, limit=3):
 
 
 def chain_msg(result, check_mode):
-    """masq_chain: ``IP-MASQ-AGENT: IPv4 5 rules written (was 0), IPv6 not managed``;
-    in check mode ``would write IPv4 5 rules (was 0)``; ``IP-MASQ-AGENT: no
-    change (IPv4 5 rules, IPv6 not managed)``.  Each backend says its own
-    part (``backend.Backend.msg_parts``)."""
+    """masq_chain: ``IP-MASQ-AGENT: IPv4 5 rules written (was 0), IPv6 not
+    managed; backend iptables, auto: ...``; in check mode ``would write IPv4
+    5 rules (was 0)``; ``IP-MASQ-AGENT: no change (IPv4 5 rules, IPv6 not
+    managed)``.  Each backend says its own part
+    (``backend.Backend.msg_parts``); a run that changes something (or would)
+    ends with the backend that holds the policy and why that one
+    (``selected_backend``, ``selected_backend_reason``), so that the one
+    line is all a person running it ad hoc needs."""
     # Imported here: the other lines (and the action, on the controller) need no backend.
     from ansible_collections.ipmasq.agent.plugins.module_utils._core.backends import msg_parts  # pylint: disable=import-outside-toplevel
 
@@ -34,7 +38,11 @@ def chain_msg(result, check_mode):
     chain = result.get('chain') or 'IP-MASQ-AGENT'
     if not changed:
         return '%s: no change (%s)' % (chain, ', '.join(steady) or 'absent')
-    return '%s: %s' % (chain, ', '.join(changed + (steady if present else [])))
+    why = ''
+    if present and result.get('selected_backend'):
+        reason = result.get('selected_backend_reason')
+        why = '; backend %s%s' % (result['selected_backend'], ', %s' % reason if reason else '')
+    return '%s: %s%s' % (chain, ', '.join(changed + (steady if present else [])), why)
 
 
 def files_msg(result, check_mode):

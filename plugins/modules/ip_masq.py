@@ -73,7 +73,9 @@ msg:
     role's later steps this node still needs (RV(steps)), or C(no change); with O(validate_only), that it only validated.
   returned: always
   type: str
-  sample: '1 file written (/etc/ip-masq-agent/config); IP-MASQ-AGENT: IPv4 6 rules written (was 5), IPv6 not managed'
+  sample: >-
+    1 file written (/etc/ip-masq-agent/config); IP-MASQ-AGENT: IPv4 6 rules written (was 5), IPv6 not managed;
+    backend iptables, auto: the node has our iptables chain IP-MASQ-AGENT (IPv4)
   version_added: 2.0.0
 steps:
   description: The role's later task files (without C(.yml)) this node still needs, in the order C(tasks/main.yml)

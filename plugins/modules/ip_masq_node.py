@@ -131,7 +131,7 @@ msg:
     C(;), or C(no change); in check mode what the run would do.
   returned: success
   type: str
-  sample: 'IP-MASQ-AGENT: IPv4 5 rules written (was 0), IPv6 not managed'
+  sample: 'IP-MASQ-AGENT: IPv4 5 rules written (was 0), IPv6 not managed; backend iptables, asked for (backend=iptables)'
   version_added: 2.0.0
 files:
   description: The result of the files part, as P(ipmasq.agent.node_files#module) returns it; null when not run.

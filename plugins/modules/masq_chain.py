@@ -347,10 +347,11 @@ EXAMPLES = r'''
 RETURN = r'''
 msg:
   description: What changed, per family and table, in one line, or that nothing did; in check mode what the run would
-    do (C(would write ...)).
+    do (C(would write ...)). A run that changes something (or would) ends with the backend that holds the policy and
+    why that one (RV(selected_backend), RV(selected_backend_reason)), so that the line alone says it, ad hoc too.
   returned: always
   type: str
-  sample: 'IP-MASQ-AGENT: IPv4 5 rules written (was 0), IPv6 not managed'
+  sample: 'IP-MASQ-AGENT: IPv4 5 rules written (was 0), IPv6 not managed; backend iptables, asked for (backend=iptables)'
   version_added: 2.0.0
 selected_backend:
   description: Where the policy lives after the run, V(iptables) or V(nftables) (see O(backend)); null with

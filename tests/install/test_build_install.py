@@ -434,12 +434,13 @@ def test_the_sandbox_play_tries_it_in_a_namespace_and_cleans_up(from_tarball, sc
         assert '192.168.0.0/16       /* ip-masq-agent: cluster-local traffic' in out
         # The line above the listing counts the rules it lists (not the module's actions).
         header = re.search(r'iptables -t nat -L IP-MASQ-AGENT \(IP-MASQ-AGENT: IPv4 (\d+) rules written \(was 0\), '
-                           r'IPv6 not managed\)', out)
+                           r'IPv6 not managed; backend iptables, asked for \(backend=iptables\)\)', out)
         listed = re.findall(r'^\s*"(?:RETURN|MASQUERADE)\s', out, re.M)
         assert header and int(header.group(1)) == len(listed), out
     else:
         assert 'table inet ip-masq-agent {' in out and 'masquerade' in out
-        assert 'nft list table inet ip-masq-agent (IP-MASQ-AGENT: nftables table inet ip-masq-agent written)' in out, out
+        assert ('nft list table inet ip-masq-agent (IP-MASQ-AGENT: nftables table inet ip-masq-agent written; backend '
+                'nftables, asked for (backend=nftables))') in out, out
     assert re.search(r'localhost\s+: ok=\d+\s+changed=\d+\s+unreachable=0\s+failed=0', out), out
     after_ns = subprocess.run(['ip', 'netns', 'list'], capture_output=True, text=True, check=True).stdout
     assert 'ipmasq-sandbox-' not in after_ns

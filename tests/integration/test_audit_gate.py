@@ -112,3 +112,50 @@ def test_every_row_of_the_exit_status_table(fleet, row):
     gate_on = str(extra.get('ip_masq_report_fail', False)).lower() in ('true', 't')
     answered_off = [h for h in off_policy if h not in unreachable]
     assert failed_hosts(run) == sorted(set(bad) | (set(answered_off) if gate_on else set(bad))), run.explain()
+
+
+# ip_masq_resync_enabled=t, given three ways: the report judges each host's resync as the role reads the
+# variable (its argument spec: t is true, f false), where Jinja's bool filter says false for 't'.
+RESYNC_GIVEN = {
+    'extra-var': {'args': ('-e', 'ip_masq_resync_enabled=t'), 'want': {'east-1': True, 'west-1': True}},
+    'inventory-string': {'ini': '[ip_masq_nodes]\neast-1 ip_masq_resync_enabled=t\nwest-1 ip_masq_resync_enabled=f\n',
+                         'want': {'east-1': True, 'west-1': False}},
+    'yaml': {'host_vars': {'east-1': 'ip_masq_resync_enabled: t\n', 'west-1': 'ip_masq_resync_enabled: f\n'},
+             'want': {'east-1': True, 'west-1': False}},
+}
+
+
+@pytest.mark.parametrize('given', sorted(RESYNC_GIVEN))
+def test_resync_enabled_is_judged_as_the_role_reads_it(fleet, given):
+    how = RESYNC_GIVEN[given]
+    out = os.path.join(fleet.dir, 'report-resync-' + given)
+    args = list(how.get('args', ()))
+    written = []
+    if 'ini' in how:
+        ini = os.path.join(fleet.dir, 'resync.ini')
+        with open(ini, 'w') as handle:
+            handle.write(how['ini'])
+        written.append(ini)
+        args += ['-i', fleet.inventory, '-i', ini]
+    for name, line in how.get('host_vars', {}).items():
+        # The host's vars as block YAML (each value in flow style), the line as a user writes it, unquoted.
+        values = fleet.host_vars(fleet.host(name))
+        with open(os.path.join(fleet.inventory, 'host_vars', name + '.yml'), 'w') as handle:
+            handle.write('---\n' + ''.join('%s: %s\n' % (key, json.dumps(value)) for key, value in values.items()) + line)
+    try:
+        run = fleet.playbook('audit.yml', *args, extra_vars={'ip_masq_report_path': out})
+    finally:
+        for path in written:
+            os.unlink(path)
+        for name in how.get('host_vars', {}):
+            fleet.write_host_vars(fleet.host(name))
+    assert run.rc == 0, run.explain()
+    with open(out + '.json') as handle:
+        report = json.load(handle)
+    settings = run.results('Validate the settings on the controller')
+    for name, on in sorted(how['want'].items()):
+        # The role's reading (its action's typed settings) and the report's judgement agree.
+        assert settings[name]['settings']['ip_masq_resync_enabled'] is on, settings[name]
+        # The fleet's hosts do not ask systemctl (ip_masq_resync_systemctl false): on is "not checked".
+        assert report['hosts'][name]['resync'] == ('not checked' if on else 'off'), report['hosts'][name]
+        assert report['hosts'][name]['findings'] == []

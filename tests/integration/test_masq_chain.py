@@ -35,10 +35,13 @@ def test_defaults_four_steps_and_exact_rules(pnode):
     else:
         wrote, would = 'nftables table inet ip-masq-agent written', 'would write nftables table inet ip-masq-agent'
         kept = '(nftables table inet ip-masq-agent in place)'
+    # A run that changes (or would) ends with the backend and why that one; no change stays short.
+    why = '; backend %s, %s' % (pnode.policy, apply1['selected_backend_reason'])
     assert [res[step]['msg'] for step in ('check1', 'apply1', 'check2', 'apply2')] == [
-        'IP-MASQ-AGENT: ' + would, 'IP-MASQ-AGENT: ' + wrote,
+        'IP-MASQ-AGENT: ' + would + why, 'IP-MASQ-AGENT: ' + wrote + why,
         'IP-MASQ-AGENT: no change ' + kept, 'IP-MASQ-AGENT: no change ' + kept]
     assert apply1['selected_backend_reason'] == apply1['backend_reason'] and apply1['selected_backend_reason']
+    assert res['check1']['selected_backend_reason'] == apply1['selected_backend_reason']
     if pnode.policy == 'iptables':
         rules = pnode.rules()
         # iptables-save order: chain declaration, POSTROUTING rules, our chain's rules.

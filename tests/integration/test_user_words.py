@@ -35,7 +35,8 @@ def test_the_role_audit_names_its_variable_and_what_the_run_wrote_before_it_fail
     # The same node run wrote the chain before the audit failed: the message says so, in the chain's own words.
     tail = re.search(r' \(Before the audit failed, this run changed the node: (.*)\.\)$', msg)
     assert tail, msg
-    assert tail.group(1).endswith('; IP-MASQ-AGENT: IPv4 4 rules written (was 0), IPv6 not managed'), msg
+    assert tail.group(1).endswith('; IP-MASQ-AGENT: IPv4 4 rules written (was 0), IPv6 not managed; backend iptables, '
+                                  'auto: a node with neither policy yet, where iptables is installed'), msg
     assert first['failed_part'] == 'audit' and first['changed'] is True and first['chain']['changed'] is True
     assert policy_view.ours(node.rules(4)) == policy_view.ipt_expect(['169.254.0.0/16', '10.244.0.0/16',
                                                                      '10.30.0.0/16'])
@@ -105,13 +106,16 @@ def test_a_backend_switch_says_write_then_remove_as_it_does(make_node):
         node.module(nonmasquerade_cidrs=['10.0.0.0/8'])
         res = node.module(steps=['check1', 'apply1'], nonmasquerade_cidrs=['10.0.0.0/8'], backend='nftables')
         assert res['check1']['msg'] == ('IP-MASQ-AGENT: would write nftables table inet ip-masq-agent, '
-                                        'would remove IPv4 chain'), res['check1']['msg']
+                                        'would remove IPv4 chain; backend nftables, asked for (backend=nftables)'
+                                        ), res['check1']['msg']
         assert res['apply1']['msg'] == ('IP-MASQ-AGENT: nftables table inet ip-masq-agent written, '
-                                        'IPv4 chain removed'), res['apply1']['msg']
+                                        'IPv4 chain removed; backend nftables, asked for (backend=nftables)'
+                                        ), res['apply1']['msg']
         # And back: the chain is written, then the table removed (unchanged words).
         res = node.module(steps=['apply1'], nonmasquerade_cidrs=['10.0.0.0/8'], backend='iptables')
         assert res['apply1']['msg'] == ('IP-MASQ-AGENT: IPv4 3 rules written (was 0), nftables table inet '
-                                        'ip-masq-agent removed, IPv6 not managed'), res['apply1']['msg']
+                                        'ip-masq-agent removed, IPv6 not managed; backend iptables, asked for '
+                                        '(backend=iptables)'), res['apply1']['msg']
 
 
 def test_the_role_doc_command_of_the_readme_renders_the_entry_point():

@@ -154,7 +154,7 @@ class Backend:
     words: ``diff_text`` (diff mode), ``msg_parts`` (the one-line message),
     ``log_lines`` / ``in_sync_text`` / ``drift_words`` (the resync's journal),
     ``rules_in_place`` / ``drift_kinds`` / ``metric_help`` (the metrics),
-    ``drift_report`` (the SNAT report).  The role asks for ``tool``,
+    ``drift_report`` and ``fleet_report_words`` (the SNAT report).  The role asks for ``tool``,
     ``tool_key`` and ``packages``; the daemons' clean-up for ``removal``
     (of the backends with a ``match_part``);
     the SNAT audit for ``audit_read``."""
@@ -332,6 +332,15 @@ class Backend:
         (``'missing'``, ``'drifted'`` or None), and the rules it put back or
         took out, in words."""
         return None, []
+
+    @staticmethod
+    def fleet_report_words(chain):
+        """The fleet report's words for ours (``chain``) in this backend
+        (the ``snat_report`` filter): ``by_hand``, how to remove ours here
+        by hand, and, for a backend with several tables that packets all
+        pass, ``split``, those tables (``our policy is in both <split>``).
+        Either may be missing."""
+        return {}
 
     # -- the SNAT audit --------------------------------------------------------
 

@@ -238,6 +238,12 @@ class IptablesOnPath(Backend):
         from ansible_collections.ipmasq.agent.plugins.module_utils._audit.iptables import read_nat     # the audit's reader: loaded by an audit only
         return read_nat(view, self.name, self.iptables.tools[family], family, None)
 
+    @staticmethod
+    def fleet_report_words(chain):
+        return {'split': 'the iptables-legacy and the iptables-nft nat table',
+                'by_hand': ('iptables -t nat -D POSTROUTING -j %s; iptables -t nat -F %s; iptables -t nat -X %s '
+                            '(iptables-legacy for a legacy table, ip6tables for IPv6)' % (chain, chain, chain))}
+
     @classmethod
     def audit_words(cls, chain, advice):
         """Ours in the chain, and in both flavours' nat tables."""

@@ -250,6 +250,10 @@ class Nftables(Backend):
         return {'ours': 'nftables (%s)' % table_label(table_name(chain))}
 
     @staticmethod
+    def fleet_report_words(chain):
+        return {'by_hand': 'nft delete %s' % table_label(table_name(chain))}
+
+    @staticmethod
     def rules_in_place(result, policy):
         """The rules of our chain that can match each family."""
         out = {}

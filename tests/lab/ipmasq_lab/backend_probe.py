@@ -300,6 +300,10 @@ class ProbeBackend(Backend):
     def audit_words(cls, chain, advice):
         return {'ours': '%s (file %s)' % (cls.name, cls.path(chain))}
 
+    @classmethod
+    def fleet_report_words(cls, chain):
+        return {'by_hand': 'rm %s' % cls.path(chain)}
+
 
 def probe_backend(directory, name='probe'):
     """A ProbeBackend class named ``name`` whose files are in ``directory``."""

@@ -1,6 +1,8 @@
 """The fleet report's classification (ipmasq.agent.snat_report): pure logic on
 the module results playbooks/audit.yml collects; the playbook itself runs
 against a real fleet in tests/integration/test_fleet_ssh.py."""
+import base64
+
 import pytest
 
 from ansible.errors import AnsibleFilterError
@@ -24,7 +26,8 @@ def chain(changed=False, exists=True, actions=()):
 
 def host(groups=('cluster_a',), ch=None, offenders=(), **extra):
     found = {'groups': list(groups), 'managed': True, 'chain': ch or chain(),
-             'snat': {'only_ours': not offenders, 'sources': [OURS] + list(offenders), 'offenders': list(offenders)},
+             'snat': {'only_ours': not offenders, 'sources': [OURS] + list(offenders), 'offenders': list(offenders),
+                      'ours_backends': ['iptables'], 'ours_in': ['iptables-nft']},
              'kernel': '6.1.0', 'resync_enabled': True, 'resync': 'active'}
     found.update(extra)
     return found
@@ -100,7 +103,9 @@ def test_sums_per_group_and_for_the_fleet():
     (['a'], [], {}), ({'a': host()}, 'cluster_a', {}), ({'a': host()}, [1], {}),
     ({'a': host()}, [], {'host_groups': {'a': 'cluster_a'}}), ({'a': host()}, [], {'host_groups': ['a']}),
     ({'a': host()}, [], {'unreachable': ['a']}), ({'a': host()}, [], {'on_unreachable': 'skip'}),
-    ({'a': host()}, [], {'fail_off_policy': 'yes'}),
+    ({'a': host()}, [], {'fail_off_policy': 'ture'}), ({'a': host()}, [], {'fail_off_policy': None}),
+    ({'a': host(settings=['ip_masq_state'])}, [], {}),
+    ({'a': host(settings={'ip_masq_resync_enabled': 'ture'})}, [], {}),
 ])
 def test_bad_input_is_an_error_that_says_what_it_wanted(value, groups, extra):
     with pytest.raises(AnsibleFilterError, match='ipmasq.agent.snat_report: .*, not '):
@@ -118,7 +123,8 @@ def nft_chain(changed=False, exists=True, actions=(), drift=None):
 
 def test_a_policy_in_nftables_says_so():
     report = snat_report({'a': host(ch=nft_chain(), snat={'only_ours': True, 'ours_backends': ['nftables'],
-                                                          'sources': [OURS_NFT], 'offenders': []})})
+                                                          'ours_in': ['nftables'], 'sources': [OURS_NFT],
+                                                          'offenders': []})})
     found = report['hosts']['a']
     assert found['policy'] == 'ok' and found['chain'] == 'in place'
     assert found['policy_backend'] == 'nftables' and found['policy_in'] == ['nftables'] and found['nft'] == '1.0.6'
@@ -129,8 +135,8 @@ def test_a_policy_in_nftables_says_so():
 
 
 def test_ours_in_both_backends_is_off_policy_with_what_to_do():
-    snat = {'only_ours': False, 'ours_backends': ['iptables', 'nftables'], 'sources': [OURS, OURS_NFT],
-            'offenders': [], 'chain': 'IP-MASQ-AGENT'}
+    snat = {'only_ours': False, 'ours_backends': ['iptables', 'nftables'], 'ours_in': ['iptables-nft', 'nftables'],
+            'sources': [OURS, OURS_NFT], 'offenders': [], 'chain': 'IP-MASQ-AGENT'}
     report = snat_report({'a': host(ch=nft_chain(), snat=snat)}, ['cluster_a'])
     found = report['hosts']['a']
     (finding,) = found['findings']
@@ -142,7 +148,10 @@ def test_ours_in_both_backends_is_off_policy_with_what_to_do():
                                'the node runs two policies')
     assert 'ansible-playbook -i INVENTORY ipmasq.agent.site --limit a with ip_masq_backend' in finding['do']
     assert 'The settings put it in nftables.' in finding['do']
-    assert 'nft delete table inet ip-masq-agent' in finding['do'] and 'iptables -t nat -X IP-MASQ-AGENT' in finding['do']
+    assert finding['do'].endswith(
+        'Or remove the other by hand: iptables -t nat -D POSTROUTING -j IP-MASQ-AGENT; iptables -t nat -F IP-MASQ-AGENT; '
+        'iptables -t nat -X IP-MASQ-AGENT (iptables-legacy for a legacy table, ip6tables for IPv6), '
+        'or nft delete table inet ip-masq-agent.')
     assert report['groups']['cluster_a']['in_both_backends'] == 1 and report['totals']['in_both_backends'] == 1
 
 
@@ -244,3 +253,96 @@ def test_ours_in_both_iptables_flavours_is_off_policy_too():
                                '(iptables-legacy, iptables-nft): the node runs two policies')
     assert 'iptables-legacy for a legacy table' in finding['do']
     assert report['totals']['in_both_backends'] == 1
+
+
+# What audit.yml registers on a host, as it registers it: the role's typed settings (the ip_masq action's
+# settings), the slurp of the kernel release and the systemctl is-active result; the filter judges them.
+def settings(**extra):
+    out = {'ip_masq_state': 'present', 'ip_masq_resync_enabled': True, 'ip_masq_resync_systemctl': True}
+    out.update(extra)
+    return out
+
+
+def registered(timer=None, **extra):
+    found = {'settings': settings(**extra), 'chain': chain(),
+             'snat': {'only_ours': True, 'sources': [OURS], 'offenders': []},
+             'kernel': {'content': base64.b64encode(b'6.1.0-13-amd64\n').decode(), 'source': '/proc/sys/kernel/osrelease'},
+             'timer': timer if timer is not None else {'skipped': True}}
+    return found
+
+
+def is_active(said, rc):
+    return {'changed': False, 'rc': rc, 'stdout': said + '\n', 'stderr': ''}
+
+
+@pytest.mark.parametrize('value', [True, 't', 'T', 'yes', 'on', 'y', '1', 1])
+def test_resync_enabled_is_read_as_the_role_reads_a_boolean(value):
+    """'t' | bool is false in Jinja, while the role's spec takes t as true: the report reads it as the role does."""
+    report = snat_report({'a': registered(is_active('inactive', 3), ip_masq_resync_enabled=value)})
+    assert report['hosts']['a']['resync'] == 'inactive'
+    assert [f['what'] for f in report['hosts']['a']['findings']] == ['the resync timer is inactive']
+    assert report['totals']['resync_not_active'] == 1
+
+
+@pytest.mark.parametrize('value', [False, 'f', 'no', 'off', 'n', '0', 0])
+def test_resync_disabled_is_off_whatever_the_timer_says(value):
+    report = snat_report({'a': registered(is_active('inactive', 3), ip_masq_resync_enabled=value)})
+    assert report['hosts']['a']['resync'] == 'off' and report['hosts']['a']['findings'] == []
+
+
+@pytest.mark.parametrize('timer,systemctl,state,want', [
+    (is_active('active', 0), True, 'present', 'active'),
+    (is_active('activating', 3), True, 'present', 'activating'),
+    (is_active('failed', 3), True, 'present', 'failed'),
+    (is_active('inactive', 4), True, 'present', 'inactive'),
+    (is_active('', 4), True, 'present', 'not installed'),
+    (is_active('what', 1), True, 'present', 'unknown'),
+    ({'skipped': True}, 'f', 'present', 'not checked'),
+    ({'skipped': True}, True, 'absent', 'off'),
+])
+def test_the_resync_state_comes_from_systemctl_and_the_settings(timer, systemctl, state, want):
+    report = snat_report({'a': registered(timer, ip_masq_resync_systemctl=systemctl, ip_masq_state=state)})
+    assert report['hosts']['a']['resync'] == want
+    assert report['hosts']['a']['chain'] == ('not managed' if state == 'absent' else 'in place')
+    assert report['hosts']['a']['kernel'] == '6.1.0-13-amd64'
+
+
+def test_a_host_lost_after_the_listing_is_unreachable_with_the_first_message():
+    found = registered()
+    found['kernel'] = {'unreachable': True, 'msg': 'Failed to connect to the host via ssh: reset', 'changed': False}
+    found['timer'] = {'unreachable': True, 'msg': 'later', 'changed': False}
+    report = snat_report({'a': found, 'b': registered()})
+    assert report['unreachable_hosts'] == ['a'] and report['off_policy_hosts'] == ['a']
+    assert report['hosts']['a']['unreachable'] == 'Failed to connect to the host via ssh: reset'
+    assert report['hosts']['a']['kernel'] == ''
+
+
+def test_a_bad_setting_is_an_error_that_names_the_host_and_the_variable():
+    with pytest.raises(AnsibleFilterError, match="host east-1: ip_masq_resync_systemctl must be true or false, not 'sure'"):
+        snat_report({'east-1': registered(is_active('active', 0), ip_masq_resync_systemctl='sure')})
+
+
+@pytest.mark.parametrize('value,gate', [(True, 'fail'), ('t', 'fail'), ('yes', 'fail'), ('f', 'report'), (False, 'report')])
+def test_fail_off_policy_is_read_as_the_role_reads_a_boolean(value, gate):
+    assert snat_report({'a': registered()}, fail_off_policy=value)['gate']['off_policy'] == gate
+
+
+def test_the_task_results_and_the_keys_they_imply_give_one_report():
+    """The playbook's registered results and the keys it used to derive in Jinja are one report."""
+    derived = {'chain': chain(), 'snat': {'only_ours': True, 'sources': [OURS], 'offenders': []},
+               'kernel': '6.1.0-13-amd64', 'managed': True, 'resync_enabled': True, 'resync': 'failed'}
+    assert snat_report({'a': registered(is_active('failed', 3))}) == snat_report({'a': derived})
+
+
+def test_a_host_lost_at_the_listing_is_reported_with_nothing_else_read():
+    """What the playbook registers for a host that did not answer the first task (the rest skipped) gives the
+    report a host given only as unreachable gives."""
+    lost = {'unreachable': True, 'msg': 'Failed to connect to the host via ssh: refused', 'changed': False}
+    found = registered({'skipped': True, 'changed': False})
+    found.update(snat=lost, chain={}, kernel={'skipped': True, 'changed': False})
+    ok = registered(is_active('active', 0))
+    via_results = snat_report({'a': found, 'b': ok}, host_groups={'a': ['g'], 'b': ['g']})
+    via_mapping = snat_report({'a': {}, 'b': ok}, host_groups={'a': ['g'], 'b': ['g']}, unreachable={'a': lost})
+    assert via_results == via_mapping
+    assert via_results['hosts']['a']['kernel'] is None and via_results['hosts']['a']['resync'] == 'unknown'
+    assert via_results['unreachable_hosts'] == ['a']

@@ -52,3 +52,26 @@ def test_the_audit_advice_says_what_applies_the_policy():
     check, = offender_lines(missing_ipv4(), 'role', True)
     assert check == ('IPv4: no MASQUERADE of IP-MASQ-AGENT is reached from POSTROUTING; this run would apply it '
                      '(check mode: nothing was written yet).')
+
+
+def test_a_change_names_the_backend_and_why_it_was_chosen():
+    """Ad hoc (ansible node -m ipmasq.agent.ip_masq, or masq_chain) the one line is all a person reads: a run
+    that changes (or would change) something says in which backend and why that one; no change stays short."""
+    auto = chain_result(selected_backend='iptables',
+                        selected_backend_reason='auto: a node with neither policy yet, where iptables is installed')
+    assert _msg.chain_msg(auto, False) == ('IP-MASQ-AGENT: IPv4 5 rules written (was 0), IPv6 not managed; backend '
+                                           'iptables, auto: a node with neither policy yet, where iptables is installed')
+    asked = chain_result(ipv4={'managed': False, 'changed': True, 'rules': []}, selected_backend='nftables',
+                         selected_backend_reason='asked for (backend=nftables)',
+                         nftables={'managed': True, 'changed': True, 'table': 'table inet ip-masq-agent'})
+    assert _msg.chain_msg(asked, True) == ('IP-MASQ-AGENT: would write nftables table inet ip-masq-agent, would remove '
+                                           'IPv4 chain; backend nftables, asked for (backend=nftables)')
+    same = dict(auto, ipv4={'managed': True, 'changed': False, 'before': {'rules': ['r'] * 5}, 'rules': ['r'] * 5})
+    assert _msg.chain_msg(same, False) == 'IP-MASQ-AGENT: no change (IPv4 5 rules, IPv6 not managed)'
+    # state absent: ours removed wherever it was, no backend chosen.
+    gone = chain_result(state='absent', selected_backend=None, selected_backend_reason=None,
+                        ipv4={'managed': False, 'changed': True, 'rules': []})
+    assert _msg.chain_msg(gone, False) == 'IP-MASQ-AGENT: IPv4 chain removed'
+    # The role's action says the node's line as it is.
+    assert _msg.role_msg({'msg': _msg.chain_msg(auto, False)}, ['resync'], False).endswith(
+        'where iptables is installed; the role then runs: resync')

@@ -129,7 +129,8 @@ def test_a_new_node_auto_chooses_it_then_a_run_changes_nothing(probe, masq_chain
     assert first['selected_backend_reason'] == 'auto: a node with neither policy yet, where the probe directory exists'
     assert first['actions'] == ['probe: write %s (2 lines)' % first['probe']['path']]
     assert first['drift_kinds'] == ['probe_missing']
-    assert first['msg'] == 'IP-MASQ-AGENT: probe file (2 lines) written'
+    assert first['msg'] == ('IP-MASQ-AGENT: probe file (2 lines) written; backend probe, auto: a node with neither '
+                            'policy yet, where the probe directory exists')
     assert first['diff']['before'].endswith('# probe %s\n' % first['probe']['path'])
     assert first['diff']['after'].endswith('# probe %s\n%s' % (first['probe']['path'], ''.join(x + '\n' for x in LINES)))
     assert first['ipv4']['managed'] is False and first['nftables']['managed'] is False
@@ -146,7 +147,8 @@ def test_a_new_node_auto_chooses_it_then_a_run_changes_nothing(probe, masq_chain
 def test_check_mode_writes_nothing(probe, masq_chain):
     result = masq_chain(check_mode=True)
     assert result['changed'] and ours(probe) is None
-    assert result['msg'] == 'IP-MASQ-AGENT: would write probe file (2 lines)'
+    assert result['msg'] == ('IP-MASQ-AGENT: would write probe file (2 lines); backend probe, auto: a node with '
+                             'neither policy yet, where the probe directory exists')
 
 
 def test_drift_is_repaired_and_said_by_the_resync_the_metrics_and_the_report(probe, masq_chain, tmp_path):
@@ -193,14 +195,16 @@ def test_a_switch_to_and_from_it_removes_ours_from_the_other(probe, masq_chain, 
                                     'probe: remove %s' % moved['probe']['path']]
         assert moved['drift_kinds'] == ['probe_missing', 'other_backend']
         # The message in the order of the actions: written where it moves, then removed (backends.rst).
-        assert moved['msg'] == 'IP-MASQ-AGENT: probe-b file (2 lines) written, probe file removed'
+        assert moved['msg'] == ('IP-MASQ-AGENT: probe-b file (2 lines) written, probe file removed; '
+                                'backend probe-b, asked for (backend=probe-b)')
         # auto keeps the node where ours is now.
         kept = masq_chain()
         assert kept['selected_backend'] == 'probe-b' and not kept['changed']
         back = masq_chain(choice='probe')
         assert ours(probe) == LINES and ours(other) is None
         assert back['selected_backend'] == 'probe' and back['drift_kinds'] == ['probe_missing', 'other_backend']
-        assert back['msg'] == 'IP-MASQ-AGENT: probe file (2 lines) written, probe-b file removed'
+        assert back['msg'] == ('IP-MASQ-AGENT: probe file (2 lines) written, probe-b file removed; '
+                               'backend probe, asked for (backend=probe)')
 
 
 def test_a_switch_whose_removal_fails_is_undone(probe, masq_chain, tmp_path):
@@ -286,6 +290,14 @@ def test_ours_in_the_probe_and_in_iptables_is_two_policies(probe, masq_chain, sn
                            'ipmasq.agent.masq_chain with the backend it belongs in (backend=iptables or nftables or '
                            'probe); it removes ours from the other one.' % probe.path(CHAIN))
     assert problems[2].startswith('[IPv6 probe probe nat: other] unknown: ipv6 MASQUERADE something else -- ')
+    # The fleet report of that node: where ours is and what to do, in each backend's own words (the probe's
+    # fleet_report_words), with no edit of the filter.
+    host = snat_report._host('node1', {'chain': masq_chain(choice='probe'), 'snat': res})
+    assert host['policy_in'] == ['iptables-nft', 'probe'] and host['policy_backend'] == 'probe'
+    (both,) = [f for f in host['findings'] if 'both' in f['what']]
+    assert both['what'] == 'our policy is in both iptables and probe (iptables-nft, probe): the node runs two policies'
+    assert '(iptables or nftables or probe); the run removes ours from the other one. The settings put it in probe.' in both['do']
+    assert both['do'].endswith(', or rm %s.' % probe.path(CHAIN))
 
 
 def test_the_audit_runs_only_the_listings_the_registered_backends_declare(probe):

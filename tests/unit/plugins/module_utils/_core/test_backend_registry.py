@@ -73,7 +73,7 @@ def test_every_writer_says_its_own_words():
         assert cls.tool and cls.packages and cls.drift_kinds and cls.metric_help and cls.result_keys, cls
         assert cls.installed_text and cls.tools_text, cls
         for name in ('diff_text', 'msg_parts', 'log_lines', 'in_sync_text', 'drift_words', 'drift_report',
-                     'holds_policy', 'removal'):
+                     'fleet_report_words', 'holds_policy', 'removal'):
             own = cls.__mro__[:cls.__mro__.index(backend.Backend)]
             assert any(name in vars(k) for k in own), (cls, name)
     kinds = [kind for cls in backends.writers() for kind in cls.drift_kinds]
