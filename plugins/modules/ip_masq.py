@@ -130,6 +130,11 @@ facts:
   description: The normalised lists of the role's variables (C(__ip_masq_cidrs) and so on).
   returned: always
   type: dict
+units:
+  description: With O(validate_only), the resync's systemd units the role writes, rendered on the controller
+    (C(ip-masq-agent.service), C(ip-masq-agent.timer), C(ip-masq-agent.path): name to text).
+  returned: with O(validate_only), for ip_masq_state=present
+  type: dict
 parts:
   description: The parts of the node run that ran (C(files), C(resync_code), C(chain), C(units), C(audit), ...).
   returned: success
