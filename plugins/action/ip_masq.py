@@ -13,6 +13,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.metrics import FILE_NAME as METRICS_FILE
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import registry
 from ansible_collections.ipmasq.agent.plugins.module_utils._msg import role_msg
 from ansible_collections.ipmasq.agent.plugins.plugin_utils import _units
@@ -198,8 +199,12 @@ class ActionModule(ActionBase):
         unit_paths = [unit_dir + '/' + name for name in _units.UNIT_NAMES]
         tmpfiles = values['ip_masq_tmpfiles_dir'] + '/ip-masq-agent.conf'
         code_dir = values['ip_masq_lib_dir'] + '/ansible_collections/ipmasq/agent'
-        last_good = values['ip_masq_state_dir'] + '/last-good-config'
+        last_good = values['ip_masq_state_dir'] + '/' + _units.LAST_GOOD
         resync_paths = unit_paths + [tmpfiles, code_dir, last_good]
+        # What resync.yml and resync_absent.yml act on (the code: resync_code's own removal).
+        metrics_dir = values['ip_masq_metrics_dir']
+        resync_files = {'units': unit_paths, 'remove': unit_paths + [tmpfiles, last_good] + (
+            [metrics_dir + '/' + METRICS_FILE] if metrics_dir else [])}
 
         node = {}
         if selected('files', run_tags, skip_tags) or not present:
@@ -298,6 +303,7 @@ class ActionModule(ActionBase):
                                    if (ran.get(part) or {}).get('changed')]
         result['changed_paths'] = list(files_run.get('changed_paths') or [])
         result.update(steps=steps, facts=facts, masq_chain=args['masq_chain'], parts=parts, settings=typed,
+                      resync_files=resync_files,
                       daemon_steps=daemon_steps)
         result['msg'] = role_msg(ran, steps, check)
         return result

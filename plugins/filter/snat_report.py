@@ -108,6 +108,7 @@ from ansible.errors import AnsibleFilterError
 
 # The words of a drift are the resync journal's, each backend's own (drift_report), in the core.
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import DEFAULT_CHAIN
 
 NAME = 'ipmasq.agent.snat_report'
 SOURCE_KEYS = ('owner', 'family', 'backend', 'table', 'chain', 'rule', 'reachable', 'allowed', 'allowed_by', 'ours')
@@ -185,7 +186,7 @@ def _in_both(name, chain_name, policy_in, policy_backend):
                    '(iptables or nftables); the run removes ours from the other one.%s Or remove the other by hand: '
                    'nft delete table inet %s, or iptables -t nat -D POSTROUTING -j %s; iptables -t nat -F %s; '
                    'iptables -t nat -X %s (iptables-legacy for a legacy table, ip6tables for IPv6).'
-                   % (name, belongs, (chain_name or 'IP-MASQ-AGENT').lower(), chain_name, chain_name, chain_name))}
+                   % (name, belongs, (chain_name or DEFAULT_CHAIN).lower(), chain_name, chain_name, chain_name))}
 
 
 def _host(name, found, groups=None, unreachable=None, on_unreachable='fail', no_answer=False):
@@ -213,7 +214,7 @@ def _host(name, found, groups=None, unreachable=None, on_unreachable='fail', no_
         'findings': [],
     }
     findings = out['findings']
-    chain_name = snat.get('chain') or chain.get('chain') or 'IP-MASQ-AGENT'
+    chain_name = snat.get('chain') or chain.get('chain') or DEFAULT_CHAIN
     # Two backends, or both iptables flavours' nat tables (packets pass each): two policies.
     in_both = len(out['ours_backends']) > 1 or len(out['policy_in']) > 1
     lost = _unreachable_message(found, chain, snat, unreachable)

@@ -110,3 +110,17 @@ def test_usage_and_help_name_every_flag_and_the_registry_s_backends():
     for option in OPTIONS:
         if option.resync_flag:
             assert option.help and option.help[0] % {'default': option.default} in text, option.name
+
+
+def test_the_role_restates_nothing_the_action_computes():
+    """The resync's paths (units, tmpfiles.d entry, last good config, metrics
+    file) come from the action's result (resync_files), not from role vars:
+    the role has no vars/main.yml, and its tasks name no such variable."""
+    assert not os.path.exists(os.path.join(ROLE, 'vars', 'main.yml'))
+    for directory, _dirs, files in os.walk(os.path.join(ROLE, 'tasks')):
+        for name in files:
+            with open(os.path.join(directory, name), encoding='utf-8') as handle:
+                text = handle.read()
+            for restated in ('__ip_masq_unit_names', '__ip_masq_unit_paths', '__ip_masq_tmpfiles',
+                             '__ip_masq_last_good', '__ip_masq_code_dir', '__ip_masq_default_cidrs'):
+                assert restated not in text, (name, restated)
