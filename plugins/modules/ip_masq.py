@@ -138,7 +138,7 @@ resync_files:
   type: dict
 units:
   description: With O(validate_only), the resync's systemd units the role writes, rendered on the controller
-    (C(ip-masq-agent.service), C(ip-masq-agent.timer), C(ip-masq-agent.path): name to text).
+    (C(ip-masq-agent.service), C(ip-masq-agent.timer), C(ip-masq-agent.path), each name to its text).
   returned: with O(validate_only), for ip_masq_state=present
   type: dict
 parts:

@@ -362,8 +362,8 @@ _RUN = (
     ('--once', None, False, ('run one cycle and exit (the default; systemd\'s timer',
                              'schedules the next one)')),
     ('--check', None, False, ('report what would change; write nothing',)),
-    ('--log-format', ('auto', 'journal', 'plain'), 'auto', ('auto (default: journal when stderr is the journal),',
-                                                           'journal (syslog priority prefixes) or plain')),
+    ('--log-format', ('auto', 'journal', 'plain'), 'auto',
+     ('auto (default: journal when stderr is the journal),', 'journal (syslog priority prefixes) or plain')),
     ('--verbose', None, False, ('also say when nothing drifted; show the restore input',)),
     ('--help', None, False, ('show this help',)),
 )
@@ -398,8 +398,12 @@ def _option_flags(policy):
 def _groups():
     """The flags in their usage and help groups: the config file and the
     policy's flags; the state, the non-policy options and metrics; the run's."""
-    own = lambda flags: [flag + (None,) for flag in flags]  # noqa: E731
-    return (own(_FIRST) + _option_flags(True), own(_STATE) + _option_flags(False) + own(_METRICS), own(_RUN))
+    return (_own(_FIRST) + _option_flags(True), _own(_STATE) + _option_flags(False) + _own(_METRICS), _own(_RUN))
+
+
+def _own(entries):
+    """The resync's own flags in ``_option_flags``' shape (no option metavar)."""
+    return [entry + (None,) for entry in entries]
 
 
 def flags():
@@ -480,8 +484,6 @@ Booleans take Go's forms: --enable-ipv6, --enable-ipv6=true, --enable-ipv6=false
 Exit codes: 0 in sync or repaired; 1 failed; 2 the config file was refused (the last
 good configuration is enforced when there is one); 64 bad command line.
 """
-
-
 
 
 class Options:
