@@ -3,28 +3,26 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The ip_masq role's one task: validate on the controller, render the
-role's templates there, then run ipmasq.agent.ip_masq_node once on the node
+agent's config file and the resync's units there, then run ipmasq.agent.ip_masq_node once on the node
 (one SSH command with pipelining). Documentation: plugins/modules/ip_masq.py."""
-
-import os
 
 from ansible import constants as C
 from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_text
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
-from ansible.plugins.loader import lookup_loader
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.metrics import FILE_NAME as METRICS_FILE
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import registry
 from ansible_collections.ipmasq.agent.plugins.module_utils._msg import role_msg
+from ansible_collections.ipmasq.agent.plugins.plugin_utils import _units
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._config_file import config_text
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import (
     ROLE_PATH, RoleArgsError, play_variables, role_args, role_defaults, role_spec,
 )
 
 NODE_MODULE = 'ipmasq.agent.ip_masq_node'
-UNIT_NAMES = ('ip-masq-agent.service', 'ip-masq-agent.timer', 'ip-masq-agent.path')
 STARTED_UNITS = ('ip-masq-agent.timer', 'ip-masq-agent.path')
 # Where each backend's tool (backend.Backend.tool: iptables-restore, nft) is
 # when installed (Debian, Ubuntu, EL: /usr/sbin; /sbin where /usr is not
@@ -144,11 +142,6 @@ class ActionModule(ActionBase):
                 out[name] = self._templar.template(task_vars[name] if name in task_vars else names[name])
         return out
 
-    def _render(self, name, variables):
-        path = os.path.join(self._role_path(), 'templates', name)
-        lookup = lookup_loader.get('ansible.builtin.template', loader=self._loader, templar=self._templar)
-        return to_text(lookup.run([path], variables=variables)[0])
-
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         task_vars = task_vars or {}
@@ -191,6 +184,7 @@ class ActionModule(ActionBase):
         if validate_only:
             result.update(changed=False, facts=facts, masq_chain=args['masq_chain'], config=config, settings=typed,
                           timer=args['timer'], ansible_facts=dict(facts), daemon_steps=daemon_steps,
+                          units=_units.units(values, args['timer'], managed or C.DEFAULT_MANAGED_STR) if facts else None,
                           msg='settings valid (only validated: no node contacted)')
             return result
 
@@ -202,24 +196,27 @@ class ActionModule(ActionBase):
         audit = values['ip_masq_audit']
 
         unit_dir = values['ip_masq_unit_dir']
-        unit_paths = [unit_dir + '/' + name for name in UNIT_NAMES]
+        unit_paths = [unit_dir + '/' + name for name in _units.UNIT_NAMES]
         tmpfiles = values['ip_masq_tmpfiles_dir'] + '/ip-masq-agent.conf'
         code_dir = values['ip_masq_lib_dir'] + '/ansible_collections/ipmasq/agent'
-        last_good = values['ip_masq_state_dir'] + '/last-good-config'
+        last_good = values['ip_masq_state_dir'] + '/' + _units.LAST_GOOD
         resync_paths = unit_paths + [tmpfiles, code_dir, last_good]
+        # What resync.yml and resync_absent.yml act on (the code: resync_code's own removal).
+        metrics_dir = values['ip_masq_metrics_dir']
+        resync_files = {'units': unit_paths, 'remove': unit_paths + [tmpfiles, last_good] + (
+            [metrics_dir + '/' + METRICS_FILE] if metrics_dir else [])}
 
         node = {}
         if selected('files', run_tags, skip_tags) or not present:
             files, query = [], []
             if present and selected('files', run_tags, skip_tags):
                 files.append({'path': values['ip_masq_config_path'], 'content': config})
-                variables = dict(values, __ip_masq_resync_timer=args['timer'])
                 if resync_on:
                     xtables, writers = internal['__ip_masq_xtables_lock'], internal['__ip_masq_writers_lock']
                     files += [{'path': tmpfiles, 'content': TMPFILES.format(xtables=xtables, writers=writers)},
                               {'path': xtables, 'mode': '0600'}, {'path': writers, 'mode': '0600'}]
-                    files += [{'path': unit_dir + '/' + name, 'content': self._render(name + '.j2', variables)}
-                              for name in UNIT_NAMES]
+                    texts = _units.units(values, args['timer'], managed or C.DEFAULT_MANAGED_STR)
+                    files += [{'path': unit_dir + '/' + name, 'content': texts[name]} for name in _units.UNIT_NAMES]
             if present:
                 query += [path for cls in backends.writers() if cls.tool for path in tool_paths(cls)]
             if not resync_on:
@@ -306,6 +303,7 @@ class ActionModule(ActionBase):
                                    if (ran.get(part) or {}).get('changed')]
         result['changed_paths'] = list(files_run.get('changed_paths') or [])
         result.update(steps=steps, facts=facts, masq_chain=args['masq_chain'], parts=parts, settings=typed,
+                      resync_files=resync_files,
                       daemon_steps=daemon_steps)
         result['msg'] = role_msg(ran, steps, check)
         return result

@@ -13,6 +13,7 @@ Standard library only: this file runs on managed nodes (the action imports
 it on the controller).
 """
 
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import DEFAULT_CHAIN
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.result_words import did, plural
 
 
@@ -35,7 +36,7 @@ def chain_msg(result, check_mode):
 
     present = result.get('state', 'present') == 'present'
     changed, steady = msg_parts(result, check_mode)
-    chain = result.get('chain') or 'IP-MASQ-AGENT'
+    chain = result.get('chain') or DEFAULT_CHAIN
     if not changed:
         return '%s: no change (%s)' % (chain, ', '.join(steady) or 'absent')
     why = ''

@@ -11,13 +11,14 @@ Standard library only: this file runs on managed nodes.
 """
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import DEFAULT_CHAIN
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.node import audit
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.report import offender_lines
 from ansible_collections.ipmasq.agent.plugins.module_utils._msg import audit_msg
 
 # The module's argument spec (snat_sources, and the role's audit part), and its defaults.
 SPEC = {
-    'chain': {'type': 'str', 'default': 'IP-MASQ-AGENT'},
+    'chain': {'type': 'str', 'default': DEFAULT_CHAIN},
     'ipv6': {'type': 'bool', 'default': False},
     'include_nft': {'type': 'str', 'choices': ['auto', 'always', 'never'], 'default': 'auto'},
     'allow': {'type': 'list', 'elements': 'raw', 'default': []},

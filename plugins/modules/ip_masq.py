@@ -132,6 +132,17 @@ facts:
   description: The normalised lists of the role's variables (C(__ip_masq_cidrs) and so on).
   returned: always
   type: dict
+resync_files:
+  description: The resync's files on the node that the role's later steps act on; C(units), the paths of its
+    three units; C(remove), what switching the resync off removes (the units, the C(tmpfiles.d) entry, the last good
+    config and the metrics file; its code goes with P(ipmasq.agent.resync_code#module)).
+  returned: success, without O(validate_only)
+  type: dict
+units:
+  description: With O(validate_only), the resync's systemd units the role writes, rendered on the controller
+    (C(ip-masq-agent.service), C(ip-masq-agent.timer), C(ip-masq-agent.path), each name to its text).
+  returned: with O(validate_only), for ip_masq_state=present
+  type: dict
 parts:
   description: The parts of the node run that ran (C(files), C(resync_code), C(chain), C(units), C(audit), ...).
   returned: success

@@ -36,7 +36,7 @@ SHIPPED = [
     'docs/docsite/extra-docs.yml', 'docs/docsite/links.yml', 'docs/docsite/rst/*.rst',
     'plugins/modules/*.py', 'plugins/module_utils/*.py', 'plugins/filter/*.py',
     'plugins/test/*.py', 'plugins/plugin_utils/*.py', 'plugins/action/*.py',
-    'roles/ip_masq/README.md', 'roles/ip_masq/*/*.yml', 'roles/ip_masq/templates/*.j2',
+    'roles/ip_masq/README.md', 'roles/ip_masq/*/*.yml',
     'roles/ip_masq/files/*',
     'playbooks/site.yml', 'playbooks/audit.yml', 'playbooks/sandbox.yml', 'playbooks/templates/*.j2',
     'playbooks/files/sandbox_guard.py',

@@ -19,7 +19,7 @@ from test_resync_units import install_core
 
 ROOT = netlab.ROOT
 PYTHON = '/usr/bin/python3'
-# As the role's unit starts it (roles/ip_masq/templates/ip-masq-agent.service.j2).
+# As the role's unit starts it (plugins/plugin_utils/_units.py renders it).
 ENTRY = 'from ansible_collections.ipmasq.agent.plugins.module_utils._core.resync import main; raise SystemExit(main())'
 TOOLS = ('iptables-save', 'iptables-restore', 'ip6tables-save', 'ip6tables-restore')
 LINK_LOCAL = '169.254.0.0/16'

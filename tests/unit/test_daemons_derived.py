@@ -139,7 +139,7 @@ GENERIC = [
     'plugins/module_utils/_daemons/registry.py',
     'plugins/module_utils/_msg.py',
 ]
-ROLE_FILES = ['roles/ip_masq/tasks', 'roles/ip_masq/handlers', 'roles/ip_masq/vars']
+ROLE_FILES = ['roles/ip_masq/tasks', 'roles/ip_masq/handlers']
 # A daemon's name that is also the name of an owner the audit describes itself:
 # the audit's "cni" tells every CNI plugin's rules (portmap's, the networks of
 # other directories), not only those of the networks the cni daemon edits,

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 import yaml
 
 from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
+from ansible.template import Templar
 
 from ipmasq_lab.role_forms import given_forms
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import iptables_layout, iptables_rules, resync
@@ -23,13 +23,12 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import P
 from ansible_collections.ipmasq.agent.plugins.modules.ip_masq_node import chain_params
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._config_file import config_text
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import role_args
+from ansible_collections.ipmasq.agent.plugins.plugin_utils._units import units
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ROLE = os.path.join(ROOT, 'roles', 'ip_masq')
 with open(os.path.join(ROLE, 'defaults', 'main.yml'), encoding='utf-8') as _f:
     DEFAULTS = yaml.safe_load(_f)
-with open(os.path.join(ROLE, 'templates', 'ip-masq-agent.service.j2'), encoding='utf-8') as _f:
-    SERVICE = _f.read()
 TEMPLAR = Templar(loader=DataLoader())
 
 
@@ -54,16 +53,11 @@ def resync_policy(checked_args):
     """The resync's policy, from the config file and the service's flags the role writes."""
     values, facts = checked_args['values'], checked_args['facts']
     text = config_text(values, facts, 'Ansible managed')
-    unit = _render_service(dict(values, ansible_managed='m'))
+    unit = units(values, checked_args['timer'], 'm')['ip-masq-agent.service']
     exec_line = [line for line in unit.replace('\\\n', ' ').splitlines() if line.startswith('ExecStart=')][0]
     argv = [a.replace('$$', '$').replace('%%', '%') for a in shlex.split(exec_line[len('ExecStart='):])]
     opts = resync.parse_args(argv[argv.index('-c') + 2:])
     return resync._settings(text, opts)[2]  # pylint: disable=protected-access
-
-
-def _render_service(variables):
-    templar = Templar(loader=DataLoader(), variables=variables)
-    return templar.template(trust_as_template(SERVICE))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -25,6 +25,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._audit.conds import n
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.walk import Clues
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import OUR_COMMENT_PREFIX
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import registry
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni_names import CHAIN_PREFIX as CNI_CHAIN_PREFIX
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.owner import Owner
 
 OURS = Owner(
@@ -47,7 +48,7 @@ KUBE_PROXY = Owner(
 )
 CNI = Owner(
     'cni',
-    chains=('CNI-',),
+    chains=(CNI_CHAIN_PREFIX,),
     tables=('cni',),
     # "cni ...", the bridge plugin's 'name: "x" id: "y"' and portmap's ', net: x, if: y, id: z'
     comment_patterns=(r'(?i)^cni ', r'^name: ".*" id: ".*"$', r', net: .*, if: .*, id: '),

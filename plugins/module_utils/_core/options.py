@@ -39,10 +39,11 @@ class Option:
     the core rule that validates the value (``policy.py`` unless said)."""
 
     __slots__ = ('name', 'type', 'elements', 'default', 'choices', 'role', 'key', 'extension', 'flag',
-                 'module', 'role_default', 'check', 'doc', 'version_added')
+                 'module', 'role_default', 'check', 'doc', 'version_added', 'resync_flag', 'metavar', 'help')
 
     def __init__(self, name, type, default, doc, elements=None, choices=None, role=True, key=None,  # pylint: disable=redefined-builtin
-                 extension=False, flag=None, module=True, role_default=None, check=None, version_added=None):
+                 extension=False, flag=None, module=True, role_default=None, check=None, version_added=None,
+                 resync_flag=None, metavar=None, help=None):  # pylint: disable=redefined-builtin
         self.name = name
         self.type = type
         self.elements = elements
@@ -59,6 +60,13 @@ class Option:
         self.check = check
         self.doc = doc
         self.version_added = version_added
+        # The node-side resync's flag (and so the service unit's ExecStart
+        # argument; upstream's flag where it has one), its value's name in the
+        # usage and help, and its help lines (``%(default)s``: the default).
+        # An option without one reaches the resync through the config file.
+        self.resync_flag = resync_flag or flag
+        self.metavar = metavar
+        self.help = help
 
     def spec(self):
         """The AnsibleModule/ArgumentSpecValidator entry."""
@@ -80,26 +88,47 @@ OPTIONS = (
     Option('masq_link_local', 'bool', False, 'Masquerade traffic to 169.254.0.0/16.', key='masqLinkLocal'),
     Option('masq_link_local_ipv6', 'bool', False, 'Masquerade traffic to fe80::/10.', key='masqLinkLocalIPv6'),
     Option('resync_interval', 'str', '60s', "How often the resync re-applies the policy (a Go duration of "
-           "a millisecond or more).", key='resyncInterval', module=False, check='golang.parse_duration'),
+           "a millisecond or more).", key='resyncInterval', module=False, check='golang.parse_duration',
+           resync_flag='--resync-interval', metavar='DURATION',
+           help=('the interval the timer runs this at (Go duration); only',
+                 "used to warn when the file's resyncInterval differs")),
     Option('cidr_limit', 'int', 64, 'Most CIDRs allowed in nonmasquerade_cidrs (and masquerade_cidrs).',
            key='cidrLimit', check='cidrs.over_limit'),
     # The upstream agent's flags.
     Option('chain', 'str', 'IP-MASQ-AGENT', 'The nat chain of ours.', flag='--masq-chain',
-           check='validate_chain_name'),
+           check='validate_chain_name', metavar='NAME', help=('the nat chain (default %(default)s)',)),
     Option('nomasq_all_reserved_ranges', 'bool', False, 'Also keep the source address for the reserved IPv4 '
-           'ranges.', flag='--nomasq-all-reserved-ranges'),
-    Option('ipv6', 'bool', False, 'Manage IPv6 too.', role='ip_masq_enable_ipv6', flag='--enable-ipv6'),
+           'ranges.', flag='--nomasq-all-reserved-ranges',
+           help=('also exempt the reserved IPv4 ranges, appended to the list',)),
+    Option('ipv6', 'bool', False, 'Manage IPv6 too.', role='ip_masq_enable_ipv6', flag='--enable-ipv6',
+           help=('manage ip6tables too (IPv6 CIDRs in the file need it)',)),
     Option('random_fully', 'bool', None, 'Add --random-fully to the MASQUERADE rules (null: the rule '
-           "format's default).", flag='--random-fully'),
+           "format's default).", flag='--random-fully',
+           help=('add --random-fully to MASQUERADE (default: off with',
+                 '--rule-format docs; with upstream, on where iptables',
+                 "supports it, as upstream's default true)")),
     Option('to_ports', 'list', [], 'Source ports for masqueraded TCP, UDP and SCTP.', elements='str',
-           flag='--to-ports', check='parse_to_ports'),
+           flag='--to-ports', check='parse_to_ports', metavar='RANGES',
+           help=('source ports for MASQUERADE, e.g. 1024-29999,32768-65535',
+                 '(in the order given; "" means none)')),
     # What ipmasq.agent adds.
     Option('jump_position', 'str', 'append', 'Where the jump from POSTROUTING goes.',
-           choices=('append', 'first')),
+           choices=('append', 'first'), resync_flag='--jump-position', metavar='POS',
+           help=('append (upstream, default) or first (kept at position 1)',)),
     Option('rule_format', 'str', 'docs', 'The rules as the Kubernetes docs show them, or as upstream '
-           'writes them.', choices=('docs', 'upstream'), version_added='1.0.0'),
+           'writes them.', choices=('docs', 'upstream'), version_added='1.0.0', resync_flag='--rule-format',
+           metavar='FMT', help=('docs (default: the rule text the Kubernetes docs show) or',
+                                'upstream (byte for byte what the upstream agent v2.12 writes;',
+                                'duplicate CIDRs kept, reserved ranges added to the default',
+                                'list only)')),
     Option('backend', 'str', 'auto', 'Where the policy lives: iptables, nftables, or auto.',
-           choices=('auto', 'iptables', 'nftables'), version_added='1.1.0', check='backends.check_backend'),
+           choices=('auto', 'iptables', 'nftables'), version_added='1.1.0', check='backends.check_backend',
+           resync_flag='--backend', metavar='B',
+           help=('where the policy lives: iptables (the chain), nftables',
+                 '(the table inet <chain in lower case>) or auto (default:',
+                 'a node keeps the backend that holds our policy; a new',
+                 'node gets iptables where it is installed, else nftables).',
+                 'Every cycle also removes ours from the other backend')),
     Option('exception_cidrs', 'list', [], 'Parts of a kept range that are rewritten after all.', elements='str',
            key='exceptionCIDRs', extension=True, version_added='1.1.0', check='cidrs.parse_cidrs'),
     Option('masquerade_cidrs', 'list', [], 'Masquerade-only: the only destinations rewritten.', elements='str',
@@ -119,6 +148,11 @@ OPTIONS = (
            choices=('present', 'absent')),
 )
 BY_NAME = dict((option.name, option) for option in OPTIONS)
+# Our nat chain's (and, in lower case, our nftables table's) default name.
+DEFAULT_CHAIN = BY_NAME['chain'].default
+# The options the node-side resync takes as flags (the service unit's
+# ExecStart), in the table's order; the rest it reads from the config file.
+RESYNC_FLAG_OPTIONS = tuple(o for o in OPTIONS if o.resync_flag)
 # Module options that make the Policy (the rest: backend, adopt_chain, state).
 POLICY_OPTIONS = tuple(o.name for o in OPTIONS if o.module and o.name not in ('backend', 'adopt_chain', 'state'))
 # The config file: (file key, our name); upstream's keys, then ours.

@@ -35,9 +35,9 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.intervals impor
     merge,
     number_address,
 )
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import DEFAULT_CHAIN
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.ranges import LINK_LOCAL
 
-DEFAULT_CHAIN = 'IP-MASQ-AGENT'
 FAMILIES = (4, 6)
 JUMP_POSITIONS = ('append', 'first')
 # docs: the rules as the Kubernetes docs (and the seed listings) show them;

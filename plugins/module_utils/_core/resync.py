@@ -54,7 +54,7 @@ import os
 import sys
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.addresses import check_snat_local
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.backends import BACKENDS, Backends, drift_words, in_sync_text, log_lines
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.backends import Backends, drift_words, in_sync_text, log_lines
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.config import (
     DEFAULT_CONFIG_PATH,
     defaults,
@@ -66,17 +66,18 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.config import (
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import ConfigError, MasqError, PolicyTooLargeError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import atomic_write, read_regular
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.golang import (
     format_duration,
     parse_bool,
     parse_duration_ns,
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import (
-    DEFAULT_CHAIN,
     Policy,
     parse_to_ports,
     validate_chain_name,
 )
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import BY_NAME, POLICY_OPTIONS, RESYNC_FLAG_OPTIONS
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.runner import find, make_run
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import sync
 
@@ -163,20 +164,15 @@ def _saved(path):
 # --------------------------------------------------------------------------
 
 def build_policy(settings, opts):
-    return Policy(
-        nonmasquerade_cidrs=settings['nonmasquerade_cidrs'],
-        nomasq_all_reserved_ranges=opts.nomasq_all_reserved_ranges,
-        masq_link_local=settings['masq_link_local'],
-        masq_link_local_ipv6=settings['masq_link_local_ipv6'],
-        ipv6=opts.enable_ipv6,
-        chain=opts.masq_chain,
-        random_fully=opts.random_fully,
-        to_ports=opts.to_ports,
-        jump_position=opts.jump_position,
-        cidr_limit=settings['cidr_limit'],
-        rule_format=opts.rule_format,
-        **policy_options(settings)
-    )
+    """The Policy of the config file's ``settings`` and the flags ``opts``:
+    an option the resync takes as a flag (``options.RESYNC_FLAG_OPTIONS``)
+    comes from the command line, every other one from the file."""
+    values = policy_options(settings)
+    for name in POLICY_OPTIONS:
+        if name not in values:
+            option = BY_NAME[name]
+            values[name] = getattr(opts, flag_attr(option.resync_flag)) if option.resync_flag else settings[name]
+    return Policy(**values)
 
 
 def check_flags(opts):
@@ -346,15 +342,135 @@ def _cycle(opts, log, seen):
 # Command line (upstream's flags; no argparse, which costs more than a cycle's work)
 # --------------------------------------------------------------------------
 
-USAGE = """usage: %(prog)s [--config PATH] [--masq-chain NAME] [--nomasq-all-reserved-ranges[=BOOL]]
-                     [--enable-ipv6[=BOOL]] [--random-fully[=BOOL]] [--to-ports RANGES]
-                     [--jump-position append|first] [--rule-format docs|upstream]
-                     [--backend auto|iptables|nftables]
-                     [--state-file PATH] [--resync-interval DURATION] [--metrics-dir DIR]
-                     [--once] [--check] [--log-format auto|journal|plain] [-v] [-h]
-""" % {'prog': PROG}
+# The resync's own flags, before (``_FIRST``) and after (``_PATHS``,
+# ``_RUN``) the options table's: (flag, metavar or None for a switch,
+# default, help lines; a tuple metavar: its choices).
+_FIRST = (
+    ('--config', 'PATH', DEFAULT_CONFIG_PATH, ('the agent config file (default %(default)s);',
+                                               'a missing file means the upstream defaults')),
+)
+_STATE = (
+    ('--state-file', 'PATH', DEFAULT_STATE_FILE, ('a copy of the last good config file (default %(default)s);',
+                                                  'enforced when the config file is refused')),
+)
+_METRICS = (
+    ('--metrics-dir', 'DIR', None, ('write the cycle\'s metrics to DIR/ip_masq_agent.prom at the',
+                                    'end of every cycle, for node_exporter\'s textfile',
+                                    'collector (default: none, no metrics; not with --check)')),
+)
+_RUN = (
+    ('--once', None, False, ('run one cycle and exit (the default; systemd\'s timer',
+                             'schedules the next one)')),
+    ('--check', None, False, ('report what would change; write nothing',)),
+    ('--log-format', ('auto', 'journal', 'plain'), 'auto',
+     ('auto (default: journal when stderr is the journal),', 'journal (syslog priority prefixes) or plain')),
+    ('--verbose', None, False, ('also say when nothing drifted; show the restore input',)),
+    ('--help', None, False, ('show this help',)),
+)
+_SHORT = {'-v': '--verbose', '-h': '--help'}
+_HELP_METAVAR = {'--log-format': 'FMT'}
 
-HELP = USAGE + """
+
+def flag_attr(flag):
+    """The attribute of the parsed options for ``flag``: ``--masq-chain`` -> ``masq_chain``."""
+    return flag[2:].replace('-', '_')
+
+
+def _option_flags(policy):
+    """The options table's resync flags: the policy's (``policy``) or the others', as ``_FIRST``'s tuples."""
+    out = []
+    for option in RESYNC_FLAG_OPTIONS:
+        if option.module != policy:
+            continue
+        if option.type == 'bool':
+            metavar = None
+        elif option.check == 'backends.check_backend':
+            metavar = backends.BACKENDS     # the registry's: a registered backend is a choice
+        else:
+            metavar = tuple(option.choices) if option.choices else option.metavar
+        # An option that is no module option (the resync interval) is only
+        # information for the resync: not given, it is None.
+        default = None if not option.module else ','.join(option.default) if option.type == 'list' else option.default
+        out.append((option.resync_flag, metavar, default, option.help or (option.doc,), option.metavar))
+    return out
+
+
+def _groups():
+    """The flags in their usage and help groups: the config file and the
+    policy's flags; the state, the non-policy options and metrics; the run's."""
+    return (_own(_FIRST) + _option_flags(True), _own(_STATE) + _option_flags(False) + _own(_METRICS), _own(_RUN))
+
+
+def _own(entries):
+    """The resync's own flags in ``_option_flags``' shape (no option metavar)."""
+    return [entry + (None,) for entry in entries]
+
+
+def flags():
+    """flag -> (attribute, kind, default); kind: 'str', 'bool', 'int' or a tuple of choices."""
+    out = {}
+    for group in _groups():
+        for flag, metavar, default, _help, _name in group:
+            kind = 'bool' if metavar is None else metavar if isinstance(metavar, tuple) else 'str'
+            out[flag] = (flag_attr(flag), kind, default)
+    return out
+
+
+def _usage_item(flag, metavar):
+    short = dict((long, short) for short, long in _SHORT.items()).get(flag)
+    if short:
+        return '[%s]' % short
+    if metavar is None:
+        return '[%s]' % flag if flag in ('--once', '--check') else '[%s[=BOOL]]' % flag
+    return '[%s %s]' % (flag, '|'.join(metavar) if isinstance(metavar, tuple) else metavar)
+
+
+def usage(width=96):
+    """The usage lines: each group from a new line, wrapped at ``width``."""
+    head = 'usage: %s ' % PROG
+    lines = []
+    for group in _groups():
+        line = ''
+        for flag, metavar, _default, _help, _name in group:
+            item = _usage_item(flag, metavar)
+            if line and len(head) + len(line) + 1 + len(item) > width:
+                lines.append(line)
+                line = item
+            else:
+                line = line + ' ' + item if line else item
+        lines.append(line)
+    return ''.join(('%s%s\n' % (head if i == 0 else ' ' * len(head), line)) for i, line in enumerate(lines))
+
+
+def _help_left(flag, metavar, name):
+    short = dict((long, short) for short, long in _SHORT.items()).get(flag)
+    if short:
+        return '%s, %s' % (short, flag)
+    if metavar is None:
+        return flag if flag in ('--once', '--check') else '%s[=BOOL]' % flag
+    if isinstance(metavar, tuple):
+        metavar = name or _HELP_METAVAR.get(flag) or 'VALUE'
+    return '%s %s' % (flag, metavar)
+
+
+def help_text():
+    """``--help``: the usage, then one entry per flag, in the usage's order."""
+    out = [usage(), _HELP_INTRO]
+    for group in _groups():
+        for flag, metavar, default, lines, name in group:
+            left = _help_left(flag, metavar, name)
+            text = [line % {'default': default} if '%(default)s' in line else line for line in lines]
+            if len(left) > 24:
+                out.append('  %s\n' % left)
+                out.extend('%s%s\n' % (' ' * 28, line) for line in text)
+            else:
+                out.append('  %-24s  %s\n' % (left, text[0]))
+                out.extend('%s%s\n' % (' ' * 28, line) for line in text[1:])
+    out.append(_HELP_END)
+    return ''.join(out)
+
+
+_HELP_INTRO = """
 One cycle of the Kubernetes ip-masq-agent on a node without Kubernetes: read the agent
 config file (YAML or JSON, the upstream schema, plus the ipmasq.agent extension keys
 exceptionCIDRs, masqueradeCIDRs, snatTo, snatToRequireLocal, sourceCIDRs and
@@ -362,73 +478,17 @@ outInterfaces, which the upstream agent ignores) and make the nat chain and its 
 jump (or, with --backend nftables, our nftables table) match it. Nothing is written when
 nothing drifted. The flags mirror upstream's.
 
-  --config PATH             the agent config file (default %(config)s);
-                            a missing file means the upstream defaults
-  --masq-chain NAME         the nat chain (default %(chain)s)
-  --nomasq-all-reserved-ranges[=BOOL]
-                            also exempt the reserved IPv4 ranges, appended to the list
-  --enable-ipv6[=BOOL]      manage ip6tables too (IPv6 CIDRs in the file need it)
-  --random-fully[=BOOL]     add --random-fully to MASQUERADE (default: off with
-                            --rule-format docs; with upstream, on where iptables
-                            supports it, as upstream's default true)
-  --to-ports RANGES         source ports for MASQUERADE, e.g. 1024-29999,32768-65535
-                            (in the order given; "" means none)
-  --jump-position POS       append (upstream, default) or first (kept at position 1)
-  --rule-format FMT         docs (default: the rule text the Kubernetes docs show) or
-                            upstream (byte for byte what the upstream agent v2.12 writes;
-                            duplicate CIDRs kept, reserved ranges added to the default
-                            list only)
-  --backend B               where the policy lives: iptables (the chain), nftables
-                            (the table inet <chain in lower case>) or auto (default:
-                            a node keeps the backend that holds our policy; a new
-                            node gets iptables where it is installed, else nftables).
-                            Every cycle also removes ours from the other backend
-  --state-file PATH         a copy of the last good config file (default %(state)s);
-                            enforced when the config file is refused
-  --resync-interval DUR     the interval the timer runs this at (Go duration); only
-                            used to warn when the file's resyncInterval differs
-  --metrics-dir DIR         write the cycle's metrics to DIR/ip_masq_agent.prom at the
-                            end of every cycle, for node_exporter's textfile
-                            collector (default: none, no metrics; not with --check)
-  --once                    run one cycle and exit (the default; systemd's timer
-                            schedules the next one)
-  --check                   report what would change; write nothing
-  --log-format FMT          auto (default: journal when stderr is the journal),
-                            journal (syslog priority prefixes) or plain
-  -v, --verbose             also say when nothing drifted; show the restore input
-  -h, --help                show this help
-
+"""
+_HELP_END = """
 Booleans take Go's forms: --enable-ipv6, --enable-ipv6=true, --enable-ipv6=false.
 Exit codes: 0 in sync or repaired; 1 failed; 2 the config file was refused (the last
 good configuration is enforced when there is one); 64 bad command line.
-""" % {'config': DEFAULT_CONFIG_PATH, 'chain': DEFAULT_CHAIN, 'state': DEFAULT_STATE_FILE}
-
-# flag -> (attribute, kind, default); kind: str, bool, or a tuple of choices
-FLAGS = {
-    '--config': ('config', 'str', DEFAULT_CONFIG_PATH),
-    '--masq-chain': ('masq_chain', 'str', DEFAULT_CHAIN),
-    '--nomasq-all-reserved-ranges': ('nomasq_all_reserved_ranges', 'bool', False),
-    '--enable-ipv6': ('enable_ipv6', 'bool', False),
-    '--random-fully': ('random_fully', 'bool', None),
-    '--to-ports': ('to_ports', 'str', ''),
-    '--jump-position': ('jump_position', ('append', 'first'), 'append'),
-    '--rule-format': ('rule_format', ('docs', 'upstream'), 'docs'),
-    '--backend': ('backend', BACKENDS, 'auto'),
-    '--state-file': ('state_file', 'str', DEFAULT_STATE_FILE),
-    '--resync-interval': ('resync_interval', 'str', None),
-    '--metrics-dir': ('metrics_dir', 'str', None),
-    '--once': ('once', 'bool', False),
-    '--check': ('check', 'bool', False),
-    '--log-format': ('log_format', ('auto', 'journal', 'plain'), 'auto'),
-    '--verbose': ('verbose', 'bool', False),
-    '--help': ('help', 'bool', False),
-}
-_SHORT = {'-v': '--verbose', '-h': '--help'}
+"""
 
 
 class Options:
-    def __init__(self):
-        for attr, _kind, default in FLAGS.values():
+    def __init__(self, table=None):
+        for attr, _kind, default in (table or flags()).values():
             setattr(self, attr, default)
 
 
@@ -445,15 +505,16 @@ def _go_bool(flag, text):
 
 
 def _parse(argv):
-    opts = Options()
+    table = flags()
+    opts = Options(table)
     args = list(argv)
     while args:
         arg = args.pop(0)
         name, eq, value = arg.partition('=')
         name = _SHORT.get(name, name)
-        if name not in FLAGS:
+        if name not in table:
             raise _BadUsage('unknown option %s' % arg if arg.startswith('-') else 'unexpected argument %r' % arg)
-        attr, kind, _default = FLAGS[name]
+        attr, kind, _default = table[name]
         if kind == 'bool':
             setattr(opts, attr, _go_bool(name, value) if eq else True)
             continue
@@ -472,10 +533,10 @@ def parse_args(argv=None):
     try:
         opts = _parse(sys.argv[1:] if argv is None else argv)
     except _BadUsage as e:
-        sys.stderr.write('%s%s: error: %s\n' % (USAGE, PROG, e))
+        sys.stderr.write('%s%s: error: %s\n' % (usage(), PROG, e))
         raise SystemExit(EXIT_USAGE)
     if opts.help:
-        sys.stdout.write(HELP)
+        sys.stdout.write(help_text())
         raise SystemExit(EXIT_OK)
     return opts
 

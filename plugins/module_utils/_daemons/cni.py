@@ -57,6 +57,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import 
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni_chains import EmptiedChains
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni_names import (
+    CHAIN_PREFIX,
     CNI_CACHE_DIR,
     CNI_CONF_DIR,
     MASQ_KEY,
@@ -171,7 +172,7 @@ def cni_rules(table, family, networks, gone=()):
             targets[chain] = rule.comment
     # A chain of such a network that lost its jump (a DEL stopped half way).
     for chain, rules in table.chains.items():
-        if chain in targets or not chain.startswith('CNI-') or table.builtin(chain):
+        if chain in targets or not chain.startswith(CHAIN_PREFIX) or table.builtin(chain):
             continue
         owners = set(comment_of(r.comment) for r in rules)
         if len(owners) == 1:

@@ -62,7 +62,7 @@ def test_help_exits_0(capsys):
         r.parse_args(['--help'])
     assert e.value.code == 0
     out = capsys.readouterr().out
-    for flag in r.FLAGS:
+    for flag in r.flags():
         assert flag in out
 
 

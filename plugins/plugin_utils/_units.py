@@ -1,0 +1,199 @@
+# Copyright (c) 2026, ipmasq.agent contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+# Private to the ipmasq.agent collection: not a public API, it may change without notice.
+"""The node-side resync's systemd units (ip-masq-agent.service, .timer and
+.path), rendered on the controller from the typed, checked role variables,
+as ``_config_file.py`` renders the config file.
+
+The service's ExecStart passes every option the resync takes as a flag
+(``options.RESYNC_FLAG_OPTIONS``: its flag, its role variable), so the unit
+and the resync's parser (``_core/resync.py``) come from one table:
+tests/unit/test_units.py parses the ExecStart back with the resync's own
+parser and gets the policy the module builds from the same settings.
+
+One value is one systemd argument (:func:`arg`): double-quoted, C escapes,
+specifiers (``%``) escaped and, in ExecStart=, variables (``$``) too. The
+role only passes paths it has checked."""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import RESYNC_FLAG_OPTIONS
+
+UNIT_NAMES = ('ip-masq-agent.service', 'ip-masq-agent.timer', 'ip-masq-agent.path')
+LAST_GOOD = 'last-good-config'
+ENTRY = ('from ansible_collections.ipmasq.agent.plugins.module_utils._core.resync import main; '
+         'raise SystemExit(main())')
+# A state directory systemd can make itself (StateDirectory=): one level below /var/lib.
+STATE_DIRECTORY = re.compile(r'^/var/lib/([^/]+)$')
+
+
+def arg(value, exec_line=True):
+    """``value`` as one systemd argument."""
+    text = str(value).replace('\\', '\\\\').replace('"', '\\"').replace('%', '%%')
+    if exec_line:
+        text = text.replace('$', '$$')
+    return '"%s"' % text
+
+
+def _specifiers(text):
+    return str(text).replace('%', '%%')
+
+
+def option_args(values):
+    """The ExecStart arguments of the table's resync flags, for the typed
+    role variables ``values``: the values first (the policy's, then the
+    others'), then the switches (a bool None, the resync's own default, is
+    left out), then the lists (comma-separated, as the resync reads them)."""
+    values_, switches, lists = [], [], []
+    for option in sorted(RESYNC_FLAG_OPTIONS, key=lambda o: not o.module):
+        value = values[option.role]
+        if option.type == 'bool':
+            if value is not None:
+                switches.append('%s=%s' % (option.resync_flag, 'true' if value else 'false'))
+        elif option.type == 'list':
+            lists.append('%s %s' % (option.resync_flag, arg(','.join(str(v) for v in value))))
+        else:
+            values_.append('%s %s' % (option.resync_flag, arg(value)))
+    return values_, switches, lists
+
+
+def exec_args(values):
+    """The resync's arguments in the service's ExecStart, one a line."""
+    config, state_dir, metrics = values['ip_masq_config_path'], values['ip_masq_state_dir'], values['ip_masq_metrics_dir']
+    values_, switches, lists = option_args(values)
+    out = ['--config %s' % arg(config), '--state-file %s' % arg(state_dir + '/' + LAST_GOOD)] + values_ + switches
+    if metrics:
+        out.append('--metrics-dir %s' % arg(metrics))
+    return out + lists
+
+
+def _state_dir_lines(state_dir):
+    match = STATE_DIRECTORY.match(state_dir)
+    if match:
+        return 'StateDirectory=%s\nStateDirectoryMode=0700\n' % match.group(1)
+    return 'ReadWritePaths=%s\n' % arg(state_dir, exec_line=False)
+
+
+def service(values, pythonpath, managed):
+    """The service unit; ``pythonpath`` is what its PYTHONPATH names (the code's install root)."""
+    chain, config = values['ip_masq_chain'], values['ip_masq_config_path']
+    metrics = values['ip_masq_metrics_dir']
+    execs = exec_args(values)
+    out = [
+        '# %s\n' % managed,
+        '# Re-applies the ip-masq-agent SNAT policy (nat chain %s) from\n' % chain,
+        '# %s; started by ip-masq-agent.timer (boot, then every\n' % config,
+        '# %s) and ip-masq-agent.path (config file changes).\n' % values['ip_masq_resync_interval'],
+        '# Writes nothing when nothing drifted; repairs are logged to the journal:\n',
+        '#   journalctl -u ip-masq-agent.service\n',
+        '[Unit]\n',
+        'Description=Apply the ip-masq-agent SNAT policy (nat chain %s)\n' % _specifiers(chain),
+        'Documentation=https://kubernetes.io/docs/tasks/administer-cluster/ip-masq-agent/\n',
+        '# The timer and the path unit must never be stopped by a start rate limit.\n',
+        'StartLimitIntervalSec=0\n',
+        '\n',
+        '[Service]\n',
+        'Type=oneshot\n',
+        'SyslogIdentifier=ip-masq-agent\n',
+        'Environment=%s "LC_ALL=C"\n' % arg('PYTHONPATH=' + pythonpath, exec_line=False),
+        "# -c rather than -m: runpy's imports would cost more than the cycle's own work.\n",
+        'ExecStart=%s -S -B -c "%s" \\\n' % (values['ip_masq_python'], ENTRY),
+        ''.join('  %s \\\n' % line for line in execs[:-1]),
+        '  %s\n' % execs[-1],
+        'TimeoutStartSec=120\n',
+        '# A run that systemctl stop (the role\'s removal, a shutdown) ends with SIGTERM\n',
+        '# was asked to end, not failed: without this a oneshot unit stays "failed".\n',
+        'SuccessExitStatus=SIGTERM\n',
+        'UMask=0077\n',
+        '\n',
+        HARDENING,
+        _state_dir_lines(values['ip_masq_state_dir']),
+    ]
+    if metrics:
+        out += ['# The metrics for node_exporter\'s textfile collector ("-": a directory that\n',
+                '# does not exist yet is no error; the cycle then warns and writes nothing).\n',
+                'ReadWritePaths=%s\n' % arg('-' + metrics, exec_line=False)]
+    out.append(SANDBOX)
+    return ''.join(out)
+
+
+HARDENING = '''# Hardening: iptables needs CAP_NET_ADMIN (nat table) and CAP_NET_RAW (the
+# legacy backend's raw socket); nothing else. The kernel still loads netfilter
+# modules on demand; with the legacy backend ip_tables must be loadable by the
+# kernel (it is, unless module loading is disabled).
+NoNewPrivileges=yes
+CapabilityBoundingSet=CAP_NET_ADMIN CAP_NET_RAW
+AmbientCapabilities=
+ProtectSystem=strict
+'''
+SANDBOX = '''# iptables-legacy takes its lock on /run/xtables.lock and every writer of
+# ipmasq.agent on /run/ipmasq-agent.lock; both must exist
+# (/etc/tmpfiles.d/ip-masq-agent.conf creates them at boot): /run is read-only here.
+ProtectHome=yes
+PrivateTmp=yes
+PrivateDevices=yes
+PrivateMounts=yes
+ProtectProc=invisible
+ProtectKernelTunables=yes
+ProtectKernelModules=yes
+ProtectKernelLogs=yes
+ProtectControlGroups=yes
+ProtectClock=yes
+ProtectHostname=yes
+RestrictAddressFamilies=AF_UNIX AF_NETLINK AF_INET AF_INET6
+# netlink and the legacy backend's raw socket send no IP packet.
+IPAddressDeny=any
+RestrictNamespaces=yes
+LockPersonality=yes
+MemoryDenyWriteExecute=yes
+RestrictRealtime=yes
+RestrictSUIDSGID=yes
+SystemCallArchitectures=native
+SystemCallFilter=@system-service
+SystemCallErrorNumber=EPERM
+'''
+
+
+def timer(values, timer_value, managed):
+    """The timer unit; ``timer_value`` is the interval as systemd reads it (``role_args``' timer)."""
+    return ('# %s\n'
+            '[Unit]\n'
+            'Description=Re-apply the ip-masq-agent SNAT policy at boot and every %s\n'
+            '\n'
+            '[Timer]\n'
+            '# At boot (and at once when the timer is first started), then every resync interval.\n'
+            'OnBootSec=0\n'
+            'OnUnitActiveSec=%s\n'
+            'AccuracySec=1s\n'
+            'Unit=ip-masq-agent.service\n'
+            '\n'
+            '[Install]\n'
+            'WantedBy=timers.target\n') % (managed, _specifiers(values['ip_masq_resync_interval']), timer_value)
+
+
+def path_unit(values, managed):
+    """The path unit: the service runs whenever the config file changes."""
+    config = _specifiers(values['ip_masq_config_path'])
+    return ('# %s\n'
+            '[Unit]\n'
+            'Description=Re-apply the ip-masq-agent SNAT policy when %s changes\n'
+            '\n'
+            '[Path]\n'
+            '# Written, replaced, created or deleted (deleted means the upstream defaults).\n'
+            'PathChanged=%s\n'
+            'Unit=ip-masq-agent.service\n'
+            '\n'
+            '[Install]\n'
+            'WantedBy=paths.target\n') % (managed, config, config)
+
+
+def units(values, timer_value, managed, pythonpath=None):
+    """``{unit name: text}`` of the three units for the typed role variables
+    ``values``; ``pythonpath`` defaults to ``ip_masq_lib_dir``."""
+    root = values['ip_masq_lib_dir'] if pythonpath is None else pythonpath
+    return {'ip-masq-agent.service': service(values, root, managed),
+            'ip-masq-agent.timer': timer(values, timer_value, managed),
+            'ip-masq-agent.path': path_unit(values, managed)}

@@ -1,0 +1,42 @@
+"""The default chain name and the CNI plugins' chain prefix are each one
+constant (options.DEFAULT_CHAIN, from the options table's row;
+cni_daemon.CHAIN_PREFIX): no other Python string of plugins/ spells them."""
+import ast
+import os
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PLUGINS = os.path.join(ROOT, 'plugins')
+HOMES = {
+    'IP-MASQ-AGENT': 'plugins/module_utils/_core/options.py',
+    'CNI-': 'plugins/module_utils/_daemons/cni_daemon.py',
+}
+
+
+def spellings(literal):
+    """``[(file, line)]`` of every string constant of plugins/ that is ``literal``."""
+    found = []
+    for directory, _dirs, files in os.walk(PLUGINS):
+        for name in files:
+            if not name.endswith('.py'):
+                continue
+            path = os.path.join(directory, name)
+            with open(path, encoding='utf-8') as handle:
+                tree = ast.parse(handle.read(), path)
+            found += [(os.path.relpath(path, ROOT), node.lineno) for node in ast.walk(tree)
+                      if isinstance(node, ast.Constant) and node.value == literal]
+    return sorted(found)
+
+
+@pytest.mark.parametrize('literal', sorted(HOMES))
+def test_spelled_once(literal):
+    found = spellings(literal)
+    assert [path for path, _line in found] == [HOMES[literal]], found
+
+
+def test_the_constants_are_the_table_s_and_the_daemon_s():
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core import options, policy  # pylint: disable=import-outside-toplevel
+    from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import cni_daemon  # pylint: disable=import-outside-toplevel
+    assert options.DEFAULT_CHAIN == options.BY_NAME['chain'].default == policy.DEFAULT_CHAIN == 'IP-MASQ-AGENT'
+    assert cni_daemon.CHAIN_PREFIX == 'CNI-'

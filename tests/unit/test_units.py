@@ -1,0 +1,126 @@
+"""The resync's systemd units, rendered in Python on the controller
+(plugins/plugin_utils/_units.py): byte for byte what the role's templates
+wrote (units_golden/), and their ExecStart and the resync's own command line
+(_core/resync.py) both derived from the options table, so that the policy
+the resync builds from the unit's flags and the config file is the policy
+the module builds from the same settings, for every option."""
+import json
+import os
+import shlex
+
+import pytest
+import yaml
+
+from ansible_collections.ipmasq.agent.plugins.module_utils._core import iptables_rules, options, resync
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import OPTIONS, POLICY_OPTIONS, RESYNC_FLAG_OPTIONS
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy
+from ansible_collections.ipmasq.agent.plugins.plugin_utils import _units
+from ansible_collections.ipmasq.agent.plugins.plugin_utils._config_file import config_text
+from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import role_args
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GOLDEN = os.path.join(HERE, 'units_golden')
+ROLE = os.path.join(os.path.dirname(os.path.dirname(HERE)), 'roles', 'ip_masq')
+with open(os.path.join(ROLE, 'defaults', 'main.yml'), encoding='utf-8') as _f:
+    DEFAULTS = yaml.safe_load(_f)
+with open(os.path.join(GOLDEN, 'cases.json'), encoding='utf-8') as _f:
+    CASES = json.load(_f)['cases']
+
+
+@pytest.mark.parametrize('case', CASES, ids=[c['name'] for c in CASES])
+def test_the_units_are_byte_for_byte_what_the_templates_wrote(case):
+    values = dict(DEFAULTS, **dict((k, v) for k, v in case.items() if k.startswith('ip_masq_')))
+    got = _units.units(values, case['timer'], 'Ansible managed')
+    assert sorted(got) == sorted(_units.UNIT_NAMES)
+    for name in _units.UNIT_NAMES:
+        with open(os.path.join(GOLDEN, case['name'], name), encoding='utf-8') as f:
+            assert got[name] == f.read(), name
+
+
+def exec_argv(service):
+    """The resync's arguments in ExecStart=, unquoted as systemd does (specifiers and variables too)."""
+    line = [line for line in service.replace('\\\n', ' ').splitlines() if line.startswith('ExecStart=')][0]
+    argv = [a.replace('$$', '$').replace('%%', '%') for a in shlex.split(line[len('ExecStart='):])]
+    return argv[argv.index('-c') + 2:]
+
+
+def resync_policy(checked):
+    """The policy the resync builds from the role's config file and the unit's ExecStart."""
+    values, facts = checked['values'], checked['facts']
+    service = _units.units(values, checked['timer'], 'm')['ip-masq-agent.service']
+    opts = resync.parse_args(exec_argv(service))
+    return resync._settings(config_text(values, facts, 'm'), opts)[2], opts  # pylint: disable=protected-access
+
+
+def module_policy(checked):
+    args = checked['masq_chain']
+    return Policy(**dict((key, args[key]) for key in POLICY_OPTIONS if key in args))
+
+
+def view(policy):
+    """What the policy writes: its chain, jump, families and every family's rules."""
+    return {'chain': policy.chain, 'jump_position': policy.jump_position, 'ipv6': policy.ipv6,
+            'rule_format': policy.rule_format,
+            'rules': {family: iptables_rules.chain_rules(policy, family, policy.random_fully_for((1, 8, 9)))
+                      for family in policy.families()}}
+
+
+# A value other than the default for every option the resync takes as a flag.
+OTHER = {'chain': 'MY-CHAIN', 'jump_position': 'first', 'rule_format': 'upstream', 'backend': 'nftables',
+         'resync_interval': '1m30s', 'nomasq_all_reserved_ranges': True, 'ipv6': True, 'random_fully': True,
+         'to_ports': ['1024-29999', '32768-65535']}
+
+
+def test_every_resync_flag_has_another_value_here():
+    """OTHER covers the table: a new flag option must be added to it (and so is tested below)."""
+    assert sorted(OTHER) == sorted(o.name for o in RESYNC_FLAG_OPTIONS)
+
+
+@pytest.mark.parametrize('name', sorted(OTHER))
+def test_each_flag_option_reaches_the_resync_as_the_module_gets_it(name):
+    option = options.BY_NAME[name]
+    checked = role_args(dict(DEFAULTS, **{option.role: OTHER[name]}), 'h')
+    policy, opts = resync_policy(checked)
+    # The parsed flag is the typed value the controller checked.
+    parsed = getattr(opts, resync.flag_attr(option.resync_flag))
+    want = ','.join(OTHER[name]) if option.type == 'list' else OTHER[name]
+    assert parsed == want
+    assert view(policy) == view(module_policy(checked))
+    if option.module and name != 'backend':
+        assert view(policy) != view(module_policy(role_args(dict(DEFAULTS), 'h'))), 'the value changed nothing'
+
+
+def test_the_unit_passes_exactly_the_table_s_flags_and_the_resync_knows_each():
+    checked = role_args(dict(DEFAULTS, ip_masq_metrics_dir='/srv/m', ip_masq_random_fully=True), 'h')
+    service = _units.units(checked['values'], checked['timer'], 'm')['ip-masq-agent.service']
+    given = [a.partition('=')[0] for a in exec_argv(service) if a.startswith('--')]
+    assert sorted(given) == sorted(['--config', '--state-file', '--metrics-dir']
+                                   + [o.resync_flag for o in RESYNC_FLAG_OPTIONS])
+    table = resync.flags()
+    assert set(given) <= set(table)
+
+
+def test_usage_and_help_name_every_flag_and_the_registry_s_backends():
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends  # pylint: disable=import-outside-toplevel
+    usage, text = resync.usage(), resync.help_text()
+    for flag in resync.flags():
+        assert flag in text and (flag in usage or flag in ('--verbose', '--help')), flag
+    assert '[--backend %s]' % '|'.join(backends.BACKENDS) in usage
+    assert 'default %s)' % options.DEFAULT_CHAIN in text
+    for option in OPTIONS:
+        if option.resync_flag:
+            assert option.help and option.help[0] % {'default': option.default} in text, option.name
+
+
+def test_the_role_restates_nothing_the_action_computes():
+    """The resync's paths (units, tmpfiles.d entry, last good config, metrics
+    file) come from the action's result (resync_files), not from role vars:
+    the role has no vars/main.yml, and its tasks name no such variable."""
+    assert not os.path.exists(os.path.join(ROLE, 'vars', 'main.yml'))
+    for directory, _dirs, files in os.walk(os.path.join(ROLE, 'tasks')):
+        for name in files:
+            with open(os.path.join(directory, name), encoding='utf-8') as handle:
+                text = handle.read()
+            for restated in ('__ip_masq_unit_names', '__ip_masq_unit_paths', '__ip_masq_tmpfiles',
+                             '__ip_masq_last_good', '__ip_masq_code_dir', '__ip_masq_default_cidrs'):
+                assert restated not in text, (name, restated)
