@@ -18,6 +18,7 @@ from ansible.plugins.loader import lookup_loader
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import registry
 from ansible_collections.ipmasq.agent.plugins.module_utils._msg import role_msg
+from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import resync_root
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._config_file import config_text
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import (
     ROLE_PATH, RoleArgsError, play_variables, role_args, role_defaults, role_spec,
@@ -204,16 +205,18 @@ class ActionModule(ActionBase):
         unit_dir = values['ip_masq_unit_dir']
         unit_paths = [unit_dir + '/' + name for name in UNIT_NAMES]
         tmpfiles = values['ip_masq_tmpfiles_dir'] + '/ip-masq-agent.conf'
-        code_dir = values['ip_masq_lib_dir'] + '/ansible_collections/ipmasq/agent'
+        code_dirs = [values['ip_masq_lib_dir'] + '/v', values['ip_masq_lib_dir'] + '/ansible_collections/ipmasq/agent']
         last_good = values['ip_masq_state_dir'] + '/last-good-config'
-        resync_paths = unit_paths + [tmpfiles, code_dir, last_good]
+        resync_paths = unit_paths + [tmpfiles] + code_dirs + [last_good]
+        # This version's root of the resync's code: the service unit's PYTHONPATH, the code part installs it.
+        code_root = resync_root(values['ip_masq_lib_dir']) if resync_on else None
 
         node = {}
         if selected('files', run_tags, skip_tags) or not present:
             files, query = [], []
             if present and selected('files', run_tags, skip_tags):
                 files.append({'path': values['ip_masq_config_path'], 'content': config})
-                variables = dict(values, __ip_masq_resync_timer=args['timer'])
+                variables = dict(values, __ip_masq_resync_timer=args['timer'], __ip_masq_resync_pythonpath=code_root)
                 if resync_on:
                     xtables, writers = internal['__ip_masq_xtables_lock'], internal['__ip_masq_writers_lock']
                     files += [{'path': tmpfiles, 'content': TMPFILES.format(xtables=xtables, writers=writers)},
@@ -230,7 +233,8 @@ class ActionModule(ActionBase):
                 'require_msg': SYSTEMD_MSG.format(host=host),
             }
         if resync_on and selected('resync_code', run_tags, skip_tags):
-            node['resync_code'] = {'path': values['ip_masq_lib_dir'], 'python': values['ip_masq_python']}
+            node['resync_code'] = {'path': values['ip_masq_lib_dir'], 'python': values['ip_masq_python'], 'root': code_root,
+                                   'unit': unit_dir + '/ip-masq-agent.service', 'systemctl': systemctl}
             if systemctl and not check:
                 node['daemon_reload_for'] = [unit_dir + '/ip-masq-agent.service']
             if systemctl:
