@@ -388,13 +388,22 @@ def sweep(path, root, check_mode=False, wait=5.0):
     return removed
 
 
-def _hidden(path):
-    """Builds and removals that a killed run left below ``<path>/v`` (never a root a process runs from)."""
+def _hidden(path, age=3600):
+    """Removals and builds (older than ``age`` seconds: not one under way)
+    that a killed run left below ``<path>/v``; never a root a process runs from."""
     top = os.path.join(path, ROOTS)
     try:
-        return [os.path.join(top, n) for n in os.listdir(top) if n.startswith('.') and '.gone-' in n]
+        names = [n for n in os.listdir(top) if n.startswith('.') and ('.gone-' in n or '.new-' in n)]
     except OSError:
         return []
+    out = []
+    for name in names:
+        try:
+            if '.gone-' in name or time.time() - os.lstat(os.path.join(top, name)).st_mtime > age:
+                out.append(os.path.join(top, name))
+        except OSError:
+            pass
+    return out
 
 
 def _remove_empty(directories):

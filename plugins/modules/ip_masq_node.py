@@ -59,8 +59,11 @@ options:
       C(group), C(directory_mode), C(require), C(require_msg)), or null to write no file.
     type: dict
   resync_code:
-    description: The options of P(ipmasq.agent.resync_code#module) (C(path), C(python)) to install the resync's
-      code, or null.
+    description:
+      - The options of P(ipmasq.agent.resync_code#module) (C(path), C(python), C(unit)) to install the resync's
+        code, or null. With C(root), the root the controller named in the unit, a node whose code has another id
+        is refused before anything is written. Earlier versions are removed after the daemon-reload, once C(unit)
+        names this version's root (with C(systemctl) true, also the unit systemd has loaded).
     type: dict
   daemon_reload_for:
     description: Paths of O(files); when one of them is written, C(systemctl daemon-reload) runs before the policy is

@@ -20,6 +20,7 @@ from ipmasq_lab.role_forms import given_forms
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import iptables_rules, resync
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import POLICY_OPTIONS
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy
+from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import resync_root
 from ansible_collections.ipmasq.agent.plugins.modules.ip_masq_node import chain_params
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._config_file import config_text
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import role_args
@@ -54,7 +55,8 @@ def resync_policy(checked_args):
     """The resync's policy, from the config file and the service's flags the role writes."""
     values, facts = checked_args['values'], checked_args['facts']
     text = config_text(values, facts, 'Ansible managed')
-    unit = _render_service(dict(values, ansible_managed='m'))
+    unit = _render_service(dict(values, ansible_managed='m',
+                                __ip_masq_resync_pythonpath=resync_root(values['ip_masq_lib_dir'])))
     exec_line = [line for line in unit.replace('\\\n', ' ').splitlines() if line.startswith('ExecStart=')][0]
     argv = [a.replace('$$', '$').replace('%%', '%') for a in shlex.split(exec_line[len('ExecStart='):])]
     opts = resync.parse_args(argv[argv.index('-c') + 2:])

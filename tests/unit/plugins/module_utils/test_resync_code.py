@@ -298,3 +298,17 @@ def test_a_failure_inside_a_subpackage_leaves_the_code_in_place_as_it_was(tmp_pa
     assert 'could not byte-compile it' in failure.value.msg and 'leaf.py' in failure.value.msg, failure.value.msg
     assert failure.value.msg.endswith('The code in place is as it was: nothing was changed.')
     assert listing(lib) == before
+
+
+def test_the_node_run_refuses_code_whose_root_is_not_the_one_the_controller_named(tmp_path):
+    """The unit names the controller's root: a node run that would install another writes nothing."""
+    from ansible_collections.ipmasq.agent.plugins.modules import ip_masq_node  # pylint: disable=import-outside-toplevel
+    lib = str(tmp_path / 'lib')
+    wrong = os.path.join(lib, 'v', '0' * 16)
+    with pytest.raises(MasqError) as failure:
+        ip_masq_node.code_part({'path': lib, 'python': sys.executable, 'root': wrong}, False, make_run())
+    assert failure.value.msg == ('resync code: the controller named %s in the unit, but this collection installs %s. '
+                                 'Nothing was changed.' % (wrong, _resync_code.resync_root(lib)))
+    assert os.listdir(str(tmp_path)) == []
+    assert ip_masq_node.code_part({'path': lib, 'python': sys.executable, 'root': _resync_code.resync_root(lib)},
+                                  False, make_run())[2] == _resync_code.resync_root(lib)
