@@ -311,6 +311,8 @@ def _resync_lib(workdir, compiled, source=None):
             for dirpath, dirs, _names in os.walk(lib):
                 if '__pycache__' in dirs:
                     shutil.rmtree(os.path.join(dirpath, '__pycache__'))
+    if layout == '_core' and source is None:
+        return _resync_code.resync_root(lib), layout     # the root the unit's PYTHONPATH names
     return lib, layout
 
 

@@ -16,6 +16,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.metrics import FILE_NAME as METRICS_FILE
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import registry
 from ansible_collections.ipmasq.agent.plugins.module_utils._msg import role_msg
+from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import resync_root
 from ansible_collections.ipmasq.agent.plugins.plugin_utils import _units
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._config_file import config_text
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import (
@@ -198,9 +199,11 @@ class ActionModule(ActionBase):
         unit_dir = values['ip_masq_unit_dir']
         unit_paths = [unit_dir + '/' + name for name in _units.UNIT_NAMES]
         tmpfiles = values['ip_masq_tmpfiles_dir'] + '/ip-masq-agent.conf'
-        code_dir = values['ip_masq_lib_dir'] + '/ansible_collections/ipmasq/agent'
+        code_dirs = [values['ip_masq_lib_dir'] + '/v', values['ip_masq_lib_dir'] + '/ansible_collections/ipmasq/agent']
         last_good = values['ip_masq_state_dir'] + '/' + _units.LAST_GOOD
-        resync_paths = unit_paths + [tmpfiles, code_dir, last_good]
+        resync_paths = unit_paths + [tmpfiles] + code_dirs + [last_good]
+        # This version's root of the resync's code: the service unit's PYTHONPATH, the code part installs it.
+        code_root = resync_root(values['ip_masq_lib_dir']) if resync_on else None
         # What resync.yml and resync_absent.yml act on (the code: resync_code's own removal).
         metrics_dir = values['ip_masq_metrics_dir']
         resync_files = {'units': unit_paths, 'remove': unit_paths + [tmpfiles, last_good] + (
@@ -227,7 +230,8 @@ class ActionModule(ActionBase):
                 'require_msg': SYSTEMD_MSG.format(host=host),
             }
         if resync_on and selected('resync_code', run_tags, skip_tags):
-            node['resync_code'] = {'path': values['ip_masq_lib_dir'], 'python': values['ip_masq_python']}
+            node['resync_code'] = {'path': values['ip_masq_lib_dir'], 'python': values['ip_masq_python'], 'root': code_root,
+                                   'unit': unit_dir + '/ip-masq-agent.service', 'systemctl': systemctl}
             if systemctl and not check:
                 node['daemon_reload_for'] = [unit_dir + '/ip-masq-agent.service']
             if systemctl:

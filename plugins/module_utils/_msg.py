@@ -62,10 +62,11 @@ def files_msg(result, check_mode):
 
 
 def code_msg(result, check_mode):
-    """resync_code: ``resync code in PATH: 3 files written, 1 file removed``, ``removed`` (the
-    whole tree, state absent) or ``no change``."""
+    """resync_code: ``resync code in PATH: 3 files written, 1 file removed, 1 earlier version
+    removed (ROOT)``, ``removed`` (the whole tree, state absent) or ``no change``."""
     written, removed = result.get('written') or [], result.get('removed') or []
-    if not (written or removed):
+    roots = result.get('removed_roots') or []
+    if not (written or removed or roots):
         return 'resync code in %s: no change' % result.get('path')
     if removed == [result.get('path')]:
         return 'resync code in %s: %s' % (result.get('path'), 'would be removed' if check_mode else 'removed')
@@ -74,6 +75,8 @@ def code_msg(result, check_mode):
         parts.append(did(check_mode, plural(len(written), 'file'), 'written', 'write'))
     if removed:
         parts.append(did(check_mode, plural(len(removed), 'file'), 'removed', 'remove'))
+    if roots:
+        parts.append(did(check_mode, plural(len(roots), 'earlier version'), 'removed', 'remove', ' (%s)' % _paths(roots)))
     return 'resync code in %s: %s' % (result.get('path'), ', '.join(parts))
 
 

@@ -6,36 +6,44 @@
 # NOTE: private to the ipmasq.agent collection; not a public API.
 """Installing the node-side core (``_core``, the resync's code) on a node.
 
-The files (the package's modules and its subpackages', each a folder with
-an ``__init__.py``, at any depth) come from wherever the running code was
-imported from: the ``resync_code`` module's own payload on a node (so the
-copy is always the
-code this very collection version runs, and no list of files is kept
-anywhere), or the source tree (benchmarks, tests).
+The files are the resync's module and every module of the core package it
+imports (at file level or inside a function, subpackages' with their
+``__init__.py``), read through the package's own loader: the module's
+payload on a node (AnsiballZ carries exactly what the imports reach), the
+source tree on the controller.  :func:`package_sources` finds them by the
+same walk on both sides, so :func:`version_id`, a hash of their names and
+contents, is the same on both: the controller names the root in the unit
+it renders (:func:`resync_root`), the node installs the code there.
 
-The code is installed as a unit.  Below ``<path>/ansible_collections/ipmasq/
-agent/plugins/module_utils/``, ``_core`` is a symlink to a version directory
-``_core.versions/<id>`` (never importable: its name has a dot).  A change
-writes a new version directory whole, byte-compiles it, and only then
-renames a new symlink over ``_core``: one rename(2), so the resync sees the
-old code or the new, never a mix.  ``_core/__init__.py`` pins the package's
-path to the version directory it resolved at import, so a resync that is
-running during the switch goes on with its own version; the version before
-the new one is therefore kept, older ones are removed.  A failure before the
-switch removes the new directory (and the directories the run made): the
-code in place is left exactly as it was.  The steps (the directories, the
-version directory, the switch) are a plan of ``_core/transaction.py``.  The flat layout of earlier releases
-(``_core`` a directory) is switched the same way, with renameat2's
-RENAME_EXCHANGE where the kernel has it.
+Each version has a root of its own, ``<path>/v/<id>/``, holding
+``ansible_collections/ipmasq/agent/plugins/module_utils/_core/``.  It is
+written whole and byte-compiled in a hidden directory beside it and renamed
+into place in one step; a failure removes it.  An installed root is never
+changed: the unit's ``PYTHONPATH`` names it, so the switch to a new version
+is the unit's rewrite and the daemon-reload that follows it, and a resync in
+flight keeps the root it started from.
+
+Old roots (and the flat ``_core`` tree of 1.0 and 1.1 with the link layout
+of later development builds) are removed by :func:`sweep`, which the
+callers run only when systemd no longer names them, and only when no
+process runs from them: a resync holds a shared ``flock`` on the
+``resync.py`` of its own root while it runs (``resync.hold_root``), the
+sweep takes it exclusively without waiting; a resync of 1.0 or 1.1 holds
+none, so a process whose environment has the old unit's ``PYTHONPATH``
+(``path`` itself) keeps the flat tree.
 
 Standard library only: this file runs on managed nodes.
 """
 
+import ast
 import errno
+import fcntl
 import hashlib
 import os
 import pkgutil
+import re
 import shutil
+import time
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._msg import code_msg
@@ -44,56 +52,112 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction imp
 )
 
 PACKAGE = 'ansible_collections.ipmasq.agent.plugins.module_utils._core'
+ENTRY = PACKAGE + '.resync'     # the module the unit runs
 RELATIVE = PACKAGE.replace('.', os.sep)
 TOP = 'ansible_collections'
-VERSIONS = '.versions'      # beside the link: _core.versions/<id>
+ROOTS = 'v'                     # <path>/v/<id>: one root per version
+IN_USE = 'resync.py'            # the file a running resync holds a shared flock on
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, 'O_NOFOLLOW', 0) | getattr(os, 'O_CLOEXEC', 0)
+_ID = {}                        # this process's sources and id (the code does not change while it runs)
+
+
+def _read_source(relative):
+    """A module's source (``relative``: ``sync.py``, ``probe/__init__.py``), or None."""
+    try:
+        return pkgutil.get_data(PACKAGE, relative)
+    except (IOError, OSError):
+        return None
+
+
+def _module_file(name):
+    """``(relative file, is a package)`` of the core's module ``name``, or None."""
+    parts = name[len(PACKAGE):].lstrip('.').split('.') if name != PACKAGE else []
+    if parts:
+        module = '/'.join(parts) + '.py'
+        if _read_source(module) is not None:
+            return module, False
+    package = '/'.join(parts + ['__init__.py'])
+    return (package, True) if _read_source(package) is not None else None
+
+
+# An import statement at the start of a line (inside a function too): each
+# is parsed on its own, which costs a fraction of parsing the whole module
+# (the controller computes the id once per host); where one is not a
+# statement on its own (a continuation, a line of a docstring), the whole
+# module is parsed.
+_STATEMENT = re.compile(br'^[ \t]*(from[ \t]+[\w.]+[ \t]+import[ \t]+(?:\([^)]*\)|[^\n]*)|import[ \t]+[^\n]*)', re.M)
+
+
+def _statements(data, relative):
+    """The import statements of a module's source, as AST nodes."""
+    try:
+        return [node for statement in _STATEMENT.findall(data) for node in ast.parse(statement).body]
+    except SyntaxError:
+        return list(ast.walk(ast.parse(data, relative)))
+
+
+def _imported(nodes, name, is_package):
+    """The module names below the core that the import statements ``nodes`` of the module ``name`` import."""
+    out = []
+    base = name.split('.') if is_package else name.split('.')[:-1]
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            out.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            start = '.'.join(base[:len(base) - node.level + 1]) if node.level else ''
+            module = '.'.join(p for p in (start, node.module or '') if p)
+            out.append(module)
+            out.extend('%s.%s' % (module, alias.name) for alias in node.names)
+    return [m for m in out if m == PACKAGE or m.startswith(PACKAGE + '.')]
 
 
 def package_sources():
-    """``{name: bytes}`` of every module of the core package and of its
-    subpackages (``name`` relative to the package, ``/`` between folders:
-    ``sync.py``, ``policy/__init__.py``), read through the package's own
-    loader (a zip or a directory)."""
-    import importlib  # pylint: disable=import-outside-toplevel
-
-    sources = {}
-    todo = [(PACKAGE, '')]
+    """``{name: bytes}`` of the resync and every module of the core it
+    imports (``name`` relative to the package, ``/`` between folders:
+    ``sync.py``, ``policy/__init__.py``), with the ``__init__.py`` of each
+    package on the way."""
+    if 'sources' in _ID:
+        return dict(_ID['sources'])
+    sources, seen, todo = {}, set(), [PACKAGE, ENTRY]
     while todo:
-        package_name, folder = todo.pop()
-        package = importlib.import_module(package_name)
-        names = ['__init__']
-        for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
-            if info.ispkg:
-                todo.append(('%s.%s' % (package_name, info.name), folder + info.name + '/'))
-            else:
-                names.append(info.name)
-        for name in names:
-            data = pkgutil.get_data(PACKAGE, folder + name + '.py')
-            if data is None:
-                raise MasqError('cannot read %s.%s from the collection: the code to install is incomplete.'
-                                % (package_name, name))
-            sources[folder + name + '.py'] = data
-    return sources
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        found = _module_file(name)
+        if found is None:
+            continue            # 'from package import name' where name is not a module
+        relative, is_package = found
+        data = _read_source(relative)
+        sources[relative] = data
+        parent = name.rpartition('.')[0]
+        if name != PACKAGE and parent:
+            todo.append(parent)
+        todo.extend(_imported(_statements(data, relative), name, is_package))
+    if '__init__.py' not in sources or 'resync.py' not in sources:
+        raise MasqError('cannot read the resync from the collection: the code to install is incomplete.')
+    _ID['sources'] = sources
+    return dict(sources)
 
 
-def package_dir(path):
-    """The package's path below ``path`` (the symlink the resync imports through)."""
-    return os.path.join(path, RELATIVE)
+def version_id(sources):
+    """The id of a version: a hash of its files' names and contents (the same on the controller and the node)."""
+    digest = hashlib.sha256()
+    for name in sorted(sources):
+        digest.update(name.encode('utf-8') + b'\0' + sources[name] + b'\0')
+    return digest.hexdigest()[:16]
 
 
-def versions_dir(path):
-    return package_dir(path) + VERSIONS
+def resync_root(path):
+    """The root of this collection's resync code below ``path`` (``ip_masq_lib_dir``): the unit's PYTHONPATH."""
+    if 'id' not in _ID:
+        _ID['id'] = version_id(package_sources())
+    return os.path.join(path, ROOTS, _ID['id'])
 
 
-def current(path):
-    """The directory holding the code in place (the link's target, or the
-    flat layout's directory), or None; and whether it is the flat layout."""
-    link = package_dir(path)
-    if os.path.islink(link):
-        target = os.path.join(os.path.dirname(link), os.readlink(link))
-        return (target if os.path.isdir(target) else None), False
-    return (link if os.path.isdir(link) else None), os.path.isdir(link)
+def package_dir(root):
+    """The package's directory below a root (or below ``path``: the flat tree of 1.0 and 1.1)."""
+    return os.path.join(root, RELATIVE)
 
 
 def _read(path):
@@ -104,37 +168,51 @@ def _read(path):
         return None
 
 
-def plan(path, sources):
-    """``(write, remove)``: the file names that differ from the code in place
-    (all of them where it is missing or in the flat layout) and the stale
-    ones it has (subpackages' files named ``folder/name.py``)."""
-    target, flat = current(path)
-    if target is None or flat:
-        write = sorted(sources)
-    else:
-        write = sorted(name for name, data in sources.items()
-                       if _read(os.path.join(target, *name.split('/'))) != data)
-    remove = sorted(n for n in _modules(target) if n not in sources) if target else []
-    return write, remove
-
-
 def _modules(top):
-    """The ``.py`` files below ``top``, relative, ``/`` between folders
-    (the byte-compiled ``__pycache__`` left out)."""
+    """The ``.py`` files below ``top``, relative, ``/`` between folders (``__pycache__`` left out)."""
     out = []
     for base, dirs, names in os.walk(top):
         dirs[:] = sorted(d for d in dirs if d != '__pycache__')
         rel = os.path.relpath(base, top)
         prefix = '' if rel == '.' else rel.replace(os.sep, '/') + '/'
         out.extend(prefix + n for n in names if n.endswith('.py'))
-    return out
+    return sorted(out)
 
 
-def _version_id(sources):
-    digest = hashlib.sha256()
-    for name in sorted(sources):
-        digest.update(name.encode('utf-8') + b'\0' + sources[name] + b'\0')
-    return '%s-%s' % (digest.hexdigest()[:12], ''.join('%02x' % b for b in bytearray(os.urandom(3))))
+def _roots(path):
+    """The installed roots below ``path`` (``v/<id>``; hidden directories, a build under way, left out)."""
+    top = os.path.join(path, ROOTS)
+    try:
+        names = os.listdir(top)
+    except OSError:
+        return []
+    return sorted(os.path.join(top, n) for n in names if not n.startswith('.') and os.path.isdir(os.path.join(top, n)))
+
+
+def _previous(path, root):
+    """The package directory of the code before this version: the newest other root, else the flat tree, or None."""
+    others = [r for r in _roots(path) if r != root]
+    if others:
+        return package_dir(max(others, key=lambda r: (os.stat(r).st_mtime, r)))
+    flat = package_dir(path)
+    return flat if os.path.isdir(flat) else None
+
+
+def plan(path, sources):
+    """``(root, write, remove)``: this version's root, and the file names that
+    differ from the code before it (all of them where there was none, or
+    where it is the same code in another place) and the stale ones that
+    code has; both empty when the root is in place."""
+    root = os.path.join(path, ROOTS, version_id(sources))
+    if os.path.isdir(root):
+        return root, [], []
+    before = _previous(path, root)
+    if before is None:
+        return root, sorted(sources), []
+    write = sorted(n for n, data in sources.items() if _read(os.path.join(before, *n.split('/'))) != data)
+    remove = [n for n in _modules(before) if n not in sources]
+    # The same files as before in a root of their own (the flat tree's): every one is written.
+    return root, (write if write or remove else sorted(sources)), remove
 
 
 def _write_file(path, data):
@@ -163,147 +241,58 @@ def _sync_dir(directory):
         os.close(fd)
 
 
-def _build(directory, sources, run, python):
-    """The new version directory, whole and byte-compiled; on failure it is removed."""
+def _mkdir(directory):
     os.mkdir(directory, 0o755)
+    os.chmod(directory, 0o755)
+
+
+def _build(root, sources, run, python):
+    """The root, whole and byte-compiled: built in a hidden directory beside
+    it, renamed into place in one step; on failure nothing of it is left."""
+    building = os.path.join(os.path.dirname(root), '.%s.new-%s' % (
+        os.path.basename(root), ''.join('%02x' % b for b in bytearray(os.urandom(4)))))
+    _mkdir(building)
     try:
-        os.chmod(directory, 0o755)
+        package = package_dir(building)
         for name in sorted(sources):
-            parts = name.split('/')
+            parts = RELATIVE.split(os.sep) + name.split('/')
             for depth in range(1, len(parts)):
-                folder = os.path.join(directory, *parts[:depth])
+                folder = os.path.join(building, *parts[:depth])
                 if not os.path.isdir(folder):
-                    os.mkdir(folder, 0o755)
-                    os.chmod(folder, 0o755)
-            _write_file(os.path.join(directory, *parts), sources[name])
-        rc, out, err = run([python, '-m', 'compileall', '-q', directory])
+                    _mkdir(folder)
+            _write_file(os.path.join(package, *name.split('/')), sources[name])
+        rc, out, err = run([python, '-m', 'compileall', '-q', package])
         if rc != 0:
             raise MasqError('%s could not byte-compile it (rc=%d): %s' % (python, rc, (err or out).strip()),
                             rc=rc, stdout=out, stderr=err)
-        _sync_dir(directory)
+        for base, _dirs, _names in os.walk(building):
+            _sync_dir(base)
+        os.rename(building, root)
     except BaseException:
-        shutil.rmtree(directory, ignore_errors=True)
+        shutil.rmtree(building, ignore_errors=True)
         raise
-
-
-def _exchange(one, other):
-    """Swap ``one`` and ``other`` in one step (renameat2 RENAME_EXCHANGE);
-    False where this kernel, C library or file system cannot."""
-    try:
-        import ctypes  # pylint: disable=import-outside-toplevel
-        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
-    except (ImportError, OSError, AttributeError):
-        return False
-    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-    at_fdcwd, rename_exchange = -100, 2
-    if renameat2(at_fdcwd, os.fsencode(one), at_fdcwd, os.fsencode(other), rename_exchange) == 0:
-        return True
-    code = ctypes.get_errno()
-    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
-        return False
-    raise OSError(code, os.strerror(code), other)
-
-
-class _Switch(Step):
-    """``_core`` made a link to the new version directory: one rename of a
-    new link over the old one.  ``aside``: the flat layout's directory,
-    moved away by the switch.  ``undo`` switches back; ``finish`` removes
-    the version directories other than the new one and the one before it
-    (``before``: a resync running during the switch uses it), and the flat
-    directory."""
-
-    def __init__(self, link, version, before):
-        Step.__init__(self, link, ['switch to %s' % os.path.basename(version)], self.switch, self.switch_back,
-                      finish=self.sweep)
-        self.link, self.version, self.before, self.aside = link, version, before, None
-        self.exchanged = False
-
-    def _new_link(self, target):
-        new = '%s.switch-%s' % (self.link, ''.join('%02x' % b for b in bytearray(os.urandom(4))))
-        os.symlink(os.path.relpath(target, os.path.dirname(self.link)), new)
-        return new
-
-    def switch(self):
-        new = self._new_link(self.version)
-        try:
-            if os.path.islink(self.link) or not os.path.lexists(self.link):
-                os.rename(new, self.link)
-            elif _exchange(new, self.link):
-                self.aside, self.exchanged = new, True    # the flat directory, now under the link's temporary name
-            else:
-                # No RENAME_EXCHANGE: two renames (a moment without _core), put back on failure.
-                aside = new + '.flat'
-                os.rename(self.link, aside)
-                try:
-                    os.rename(new, self.link)
-                except BaseException:
-                    os.rename(aside, self.link)
-                    raise
-                self.aside = aside
-        except BaseException:
-            if os.path.islink(new):
-                os.unlink(new)
-            raise
-        _sync_dir(os.path.dirname(self.link))
-
-    def switch_back(self):
-        if self.exchanged:
-            _exchange(self.aside, self.link)
-            os.unlink(self.aside)
-        elif self.aside:
-            os.unlink(self.link)
-            os.rename(self.aside, self.link)
-        elif self.before:
-            os.rename(self._new_link(self.before), self.link)
-        else:
-            os.unlink(self.link)
-        self.aside = None
-        _sync_dir(os.path.dirname(self.link))
-
-    def sweep(self):
-        versions = os.path.dirname(self.version)
-        doomed = [os.path.join(versions, n) for n in os.listdir(versions)
-                  if os.path.join(versions, n) not in (self.version, self.before)]
-        if self.aside:
-            doomed.append(self.aside)
-        failed = []
-        for path in doomed:
-            try:
-                if os.path.isdir(path) and not os.path.islink(path):
-                    shutil.rmtree(path)
-                else:
-                    os.unlink(path)
-            except OSError as e:
-                failed.append('%s (%s)' % (path, e.strerror or e))
-        if failed:
-            raise MasqError('earlier code could not be removed: %s' % '; '.join(failed))
+    _sync_dir(os.path.dirname(root))
 
 
 def install(path, sources, run, python, check_mode=False):
-    """Bring ``<path>/ansible_collections/.../_core`` to ``sources``,
-    byte-compiled with ``python``, as a unit (``transaction.py``'s plan: the
-    directories, the version directory, the switch).  Returns ``(written,
-    removed)`` (:func:`plan`); raises MasqError with the code in place as it
-    was, or, after the switch, with ``changed``."""
-    write, remove = plan(path, sources)
-    if check_mode or not (write or remove):
+    """This version's root below ``path``, written whole and byte-compiled
+    with ``python`` (``transaction.py``'s plan: the directories, the root),
+    unless it is in place.  Returns ``(written, removed)`` (:func:`plan`);
+    raises MasqError with nothing changed."""
+    root, write, remove = plan(path, sources)
+    if check_mode or os.path.isdir(root):
         return write, remove
-    link, versions = package_dir(path), versions_dir(path)
-    before, _flat = current(path)
-    version = os.path.join(versions, _version_id(sources))
-    steps = dir_steps(_above(path) + _dirs(path)[:-1] + [versions], 0o755)
-    steps += [Step(version, ['write and byte-compile'], lambda: _build(version, sources, run, python),
-                   lambda: shutil.rmtree(version)), _Switch(link, version, before)]
+    steps = dir_steps(_above(path) + [path, os.path.join(path, ROOTS)], 0o755)
+    steps.append(Step(root, ['write and byte-compile'], lambda: _build(root, sources, run, python),
+                      lambda: shutil.rmtree(root)))
     try:
-        unfinished = Plan(steps).run()
+        Plan(steps).run()
     except Failed as f:
         left = not_removed(f.broken)
         raise MasqError('cannot install the resync code in %s: %s. %s' % (
-            link, reason(f.error).rstrip('.'),
+            package_dir(root), reason(f.error).rstrip('.'),
             left.strip() if left else 'The code in place is as it was: nothing was changed.'),
             **dict(getattr(f.error, 'details', None) or {}, changed=bool(f.broken)))
-    if unfinished:
-        raise MasqError('the resync code in %s is installed, but %s.' % (link, reason(unfinished[0][1])), changed=True)
     return write, remove
 
 
@@ -317,48 +306,178 @@ def _above(path):
     return missing
 
 
-def _dirs(path):
-    """The directories from ``path`` down to the package (its link)."""
-    out = [path]
-    current_dir = path
-    for part in RELATIVE.split(os.sep):
-        current_dir = os.path.join(current_dir, part)
-        out.append(current_dir)
+def _legacy_in_use(path, proc='/proc'):
+    """Whether a process has ``PYTHONPATH=<path>`` (a resync of 1.0 or 1.1, which holds no lock)."""
+    wanted = b'PYTHONPATH=' + os.fsencode(os.path.normpath(path))
+    try:
+        pids = [p for p in os.listdir(proc) if p.isdigit()]
+    except OSError:
+        return True         # cannot tell: keep it
+    for pid in pids:
+        try:
+            with open(os.path.join(proc, pid, 'environ'), 'rb') as handle:
+                env = handle.read().split(b'\0')
+        except (IOError, OSError):
+            continue        # gone, or a kernel thread
+        if any(e.rstrip(b'/') == wanted for e in env):
+            return True
+    return False
+
+
+def _take(root):
+    """An exclusive lock on the root's ``resync.py`` (a descriptor), or None while a resync holds it."""
+    try:
+        fd = os.open(os.path.join(package_dir(root), IN_USE), os.O_RDONLY | getattr(os, 'O_CLOEXEC', 0))
+    except OSError:
+        return -1           # no resync.py: nothing can run from it
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def stale(path, root):
+    """What a sweep would remove: the other roots and the tree of earlier releases."""
+    out = [r for r in _roots(path) if r != root]
+    legacy = os.path.join(path, TOP, 'ipmasq', 'agent')
+    if os.path.isdir(legacy):
+        out.append(legacy)
     return out
 
 
-def outcome(path, written, removed, check_mode):
+def sweep(path, root, check_mode=False, wait=5.0):
+    """Remove the roots below ``path`` other than ``root``, and the tree of
+    1.0/1.1 (``<path>/ansible_collections/ipmasq/agent``), each only when no
+    process runs from it (waiting up to ``wait`` seconds for one that runs
+    to end; one still running is kept for a later run).  The caller makes
+    sure systemd does not name them.  Returns the paths removed (or, in
+    check mode, that would be)."""
+    doomed = stale(path, root)
+    if check_mode or not doomed:
+        return doomed
+    removed, failed = [], []
+    deadline = time.monotonic() + wait
+    for target in doomed:
+        legacy = not target.startswith(os.path.join(path, ROOTS) + os.sep)
+        while True:
+            fd = -1 if legacy and not _legacy_in_use(path) else (None if legacy else _take(target))
+            if fd is not None or time.monotonic() >= deadline:
+                break
+            time.sleep(0.1)
+        if fd is None:
+            continue
+        try:
+            aside = os.path.join(os.path.dirname(target), '.%s.gone-%s' % (
+                os.path.basename(target), ''.join('%02x' % b for b in bytearray(os.urandom(4)))))
+            os.rename(target, aside)
+            removed.append(target)
+        except OSError as e:
+            failed.append('%s (%s)' % (target, e.strerror or e))
+            continue
+        finally:
+            if fd >= 0:
+                os.close(fd)
+        shutil.rmtree(aside, ignore_errors=True)
+    _remove_empty([os.path.join(path, TOP, 'ipmasq'), os.path.join(path, TOP)])
+    for leftover in _hidden(path):
+        shutil.rmtree(leftover, ignore_errors=True)
+    if failed:
+        raise MasqError('earlier resync code could not be removed: %s' % '; '.join(failed), changed=bool(removed))
+    return removed
+
+
+def _hidden(path, age=3600):
+    """Removals and builds (older than ``age`` seconds: not one under way)
+    that a killed run left below ``<path>/v``; never a root a process runs from."""
+    top = os.path.join(path, ROOTS)
+    try:
+        names = [n for n in os.listdir(top) if n.startswith('.') and ('.gone-' in n or '.new-' in n)]
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        try:
+            if '.gone-' in name or time.time() - os.lstat(os.path.join(top, name)).st_mtime > age:
+                out.append(os.path.join(top, name))
+        except OSError:
+            pass
+    return out
+
+
+def _remove_empty(directories):
+    """Each of ``directories`` (innermost first) removed while it is empty."""
+    for directory in directories:
+        try:
+            os.rmdir(directory)
+        except OSError as e:
+            if e.errno != errno.ENOENT:
+                break     # not empty (ip_masq_lib_dir may be shared)
+
+
+def unit_names(unit, root):
+    """Whether the unit file ``unit`` runs the resync from ``root`` (its ``PYTHONPATH``)."""
+    text = _read(unit)
+    return text is not None and ('PYTHONPATH=%s"' % root).encode('utf-8') in text
+
+
+def loaded_names(run, systemctl, unit, root):
+    """Whether systemd's loaded copy of ``unit`` (by its name) runs the resync
+    from ``root``; True where systemd does not know the unit (it loads it
+    from the file when it starts it)."""
+    rc, out, _err = run([systemctl, 'show', '--property=Environment', '--property=LoadState', os.path.basename(unit)])
+    if rc != 0 or 'LoadState=loaded' not in out:
+        return rc == 0
+    return ('PYTHONPATH=%s' % root) in out
+
+
+def later_sweep(path, root, unit, check_mode, reloaded, written_units, run=None, systemctl=None):
+    """The sweep of a run of the code's part (:func:`sweep`): only where the
+    service unit ``unit`` names ``root`` and systemd has loaded that (the
+    unit not written in this run, or written and reloaded; with
+    ``systemctl``, what systemd has loaded, asked only where there is
+    something to remove), so a timer's next start cannot run from a root
+    this removes.  Returns the roots removed (would be, in check mode)."""
+    if not unit or not stale(path, root) or not unit_names(unit, root):
+        return []
+    if unit in written_units and not reloaded:
+        return []
+    if systemctl and run and not check_mode and not loaded_names(run, systemctl, unit, root):
+        return []
+    return sweep(path, root, check_mode=check_mode)
+
+
+def outcome(root, written, removed, check_mode, swept=()):
     """``(result, diff)`` of a run of the resync code's part (the
     ``resync_code`` module, the node run's part): the files written and
-    removed (``removed``: the tree itself for ``state: absent``), and its
-    one-line ``msg``."""
-    result = {'changed': bool(written or removed), 'path': package_dir(path), 'written': written, 'removed': removed}
+    removed (``removed``: the tree itself for ``state: absent``), the
+    earlier versions removed (``removed_roots``), and its one-line ``msg``."""
+    path = package_dir(root)
+    result = {'changed': bool(written or removed or swept), 'path': path, 'written': written, 'removed': removed,
+              'removed_roots': list(swept)}
     result['msg'] = code_msg(result, check_mode)
-    diff = {'before_header': result['path'], 'after_header': result['path'], 'before': '',
-            'after': ''.join('write %s\n' % n for n in written) + ''.join('remove %s\n' % n for n in removed)}
+    diff = {'before_header': path, 'after_header': path, 'before': '',
+            'after': ''.join('write %s\n' % n for n in written) + ''.join('remove %s\n' % n for n in removed)
+            + ''.join('remove earlier version %s\n' % r for r in swept)}
     return result, diff
 
 
 def uninstall(path, check_mode=False):
-    """Remove our tree below ``path`` (every version, the link: moved aside,
-    then deleted), and ``path`` and its parents of ours when they are left
-    empty.  Returns whether anything was there."""
-    top = os.path.join(path, TOP, 'ipmasq', 'agent')
-    present = os.path.isdir(top)
+    """Remove every root and the tree of earlier releases below ``path``,
+    and ``path`` and its parents of ours when they are left empty (the
+    units are stopped first).  Returns whether anything was there."""
+    there = [p for p in (os.path.join(path, ROOTS), os.path.join(path, TOP, 'ipmasq', 'agent')) if os.path.isdir(p)]
     if check_mode:
-        return present
-    if present:
+        return bool(there)
+    if there:
         try:
-            unfinished = Plan([RemoveStep(top)]).run()
+            unfinished = Plan([RemoveStep(top) for top in there]).run()
         except Failed as f:
             raise MasqError('cannot remove the resync code below %s: %s. Nothing was changed.'
                             % (path, reason(f.error).rstrip('.')))
         if unfinished:
             raise MasqError('the resync code below %s is removed, but %s could not be deleted: %s.'
                             % (path, unfinished[0][0].aside, reason(unfinished[0][1])), changed=True)
-    for directory in (os.path.join(path, TOP, 'ipmasq'), os.path.join(path, TOP), path):
-        try:
-            os.rmdir(directory)
-        except OSError:
-            break         # not empty (ip_masq_lib_dir may be shared) or not there
-    return present
+    _remove_empty([os.path.join(path, TOP, 'ipmasq'), os.path.join(path, TOP), path])
+    return bool(there)

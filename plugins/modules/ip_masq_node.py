@@ -59,8 +59,11 @@ options:
       C(group), C(directory_mode), C(require), C(require_msg)), or null to write no file.
     type: dict
   resync_code:
-    description: The options of P(ipmasq.agent.resync_code#module) (C(path), C(python)) to install the resync's
-      code, or null.
+    description:
+      - The options of P(ipmasq.agent.resync_code#module) (C(path), C(python), C(unit)) to install the resync's
+        code, or null. With C(root), the root the controller named in the unit, a node whose code has another id
+        is refused before anything is written. Earlier versions are removed after the daemon-reload, once C(unit)
+        names this version's root (with C(systemctl) true, also the unit systemd has loaded).
     type: dict
   daemon_reload_for:
     description: Paths of O(files); when one of them is written, C(systemctl daemon-reload) runs before the policy is
@@ -255,13 +258,27 @@ def split_by_table(before, after):
 
 
 def code_part(params, check_mode, run):
+    """The resync code's part: this version's root installed (``root``: the
+    one the controller named in the unit; a node whose payload makes another
+    is refused before anything is written). Returns ``(written, removed, root)``."""
     # pylint: disable=import-outside-toplevel
     from ansible_collections.ipmasq.agent.plugins.module_utils._core import resync  # noqa: F401 pylint: disable=unused-import
-    from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import install, outcome, package_sources
+    from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import install, package_sources, resync_root
     path = params['path']
+    root = resync_root(path)
+    if params.get('root') and params['root'] != root:
+        raise MasqError('resync code: the controller named %s in the unit, but this collection installs %s. '
+                        'Nothing was changed.' % (params['root'], root))
     written, removed = install(path, package_sources(), run, params.get('python') or '/usr/bin/python3',
                                check_mode=check_mode)
-    return outcome(path, written, removed, check_mode)
+    return written, removed, root
+
+
+def code_sweep(params, root, check_mode, reloaded, written_units, run, find):
+    """The earlier versions' roots removed once the service unit names this one (``_resync_code.later_sweep``)."""
+    from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import later_sweep  # pylint: disable=import-outside-toplevel
+    systemctl = find('systemctl') if params.get('systemctl') else None
+    return later_sweep(params['path'], root, params.get('unit'), check_mode, reloaded, written_units, run, systemctl)
 
 
 def chain_params(given, allow_catch_all=False):
@@ -440,10 +457,10 @@ def node_step(module, run, find):
         result['files'] = files
         done.append('files')
     if p['resync_code'] is not None:
-        code, code_diff = part('resync_code', lambda: code_part(p['resync_code'], check, run))
-        if code['changed']:
-            result['diff'].append(code_diff)
-        result['resync_code'] = code
+        # pylint: disable-next=import-outside-toplevel
+        from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import outcome
+        code_written, code_removed, root = part('resync_code', lambda: code_part(p['resync_code'], check, run))
+        result['resync_code'] = outcome(root, code_written, code_removed, check)[0]
         done.append('resync_code')
     written = (result['files'] or {}).get('changed_paths') or []
     if any(path in written for path in p['daemon_reload_for']):
@@ -456,6 +473,13 @@ def node_step(module, run, find):
                     raise MasqError('systemctl daemon-reload failed (rc=%d): %s' % (rc, (err or out).strip()),
                                     rc=rc, stdout=out, stderr=err)
             part('daemon_reload', reload)
+    if p['resync_code'] is not None:
+        gone = part('resync_code', lambda: code_sweep(p['resync_code'], root, check, result['daemon_reloaded'],
+                                                      written, run, find))
+        code, code_diff = outcome(root, code_written, code_removed, check, gone)
+        if code['changed']:
+            result['diff'].append(code_diff)
+        result['resync_code'] = code
     result['tools'] = installed_tools(find)
     if chain is not None:
         options, policy = chain

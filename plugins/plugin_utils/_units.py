@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import resync_root
+
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import RESYNC_FLAG_OPTIONS
 
 UNIT_NAMES = ('ip-masq-agent.service', 'ip-masq-agent.timer', 'ip-masq-agent.path')
@@ -190,10 +192,10 @@ def path_unit(values, managed):
             'WantedBy=paths.target\n') % (managed, config, config)
 
 
-def units(values, timer_value, managed, pythonpath=None):
+def units(values, timer_value, managed):
     """``{unit name: text}`` of the three units for the typed role variables
-    ``values``; ``pythonpath`` defaults to ``ip_masq_lib_dir``."""
-    root = values['ip_masq_lib_dir'] if pythonpath is None else pythonpath
-    return {'ip-masq-agent.service': service(values, root, managed),
+    ``values``; the service's PYTHONPATH names this version's root of the
+    resync's code below ``ip_masq_lib_dir`` (``_resync_code.resync_root``)."""
+    return {'ip-masq-agent.service': service(values, resync_root(values['ip_masq_lib_dir']), managed),
             'ip-masq-agent.timer': timer(values, timer_value, managed),
             'ip-masq-agent.path': path_unit(values, managed)}

@@ -4,11 +4,13 @@ collection whose ``_core`` has a package folder (``probe/``, with its own
 by the real ``resync_code`` module through ansible-playbook (its payload is
 AnsiballZ's, so only what the module's imports reach travels), and a
 process with only the installed directory on its path imports the resync
-and the subpackage from it.  This is what lets ``_core`` be given folders
-with no change to the installer."""
+and the subpackage from it, from the root the controller names (the same
+code, so the same id).  This is what lets ``_core`` be given folders with
+no change to the installer."""
 import os
 import shutil
 import subprocess
+import sys
 
 from ipmasq_lab import netlab
 
@@ -20,6 +22,8 @@ PROBE = {'probe/__init__.py': '',
 IMPORT = ('from ansible_collections.ipmasq.agent.plugins.module_utils._core import resync; '
           'from ansible_collections.ipmasq.agent.plugins.module_utils._core.probe.deep import leaf; '
           'print(leaf.VALUE, resync.PROBE is leaf, leaf.__file__)')
+CONTROLLER_ROOT = ('import sys; from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import resync_root; '
+                   'print(resync_root(sys.argv[1]))')
 PLAY = '''- hosts: localhost
   gather_facts: false
   tasks:
@@ -60,9 +64,15 @@ def test_the_module_installs_a_core_with_subpackages_that_the_node_imports(tmp_p
     result = dict(tasks)['Install']
     assert rc == 0 and result.get('changed') is True, result
     assert {'probe/__init__.py', 'probe/deep/__init__.py', 'probe/deep/leaf.py'} <= set(result['written']), result
+    # The root the controller names in the unit (computed from the copy's source tree, as the role's
+    # action does) is the one the module installed from its payload.
+    root = subprocess.run([sys.executable, '-c', CONTROLLER_ROOT, lib], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, PYTHONPATH=str(tmp_path / 'copy')), check=True).stdout.strip()
+    assert result['path'] == os.path.join(root, 'ansible_collections/ipmasq/agent', CORE), (root, result['path'])
+    assert os.listdir(os.path.join(lib, 'v')) == [os.path.basename(root)]
     proc = subprocess.run(['/usr/bin/python3', '-S', '-B', '-c', IMPORT], capture_output=True, text=True,
-                          env={'PYTHONPATH': lib, 'PATH': os.environ['PATH']}, timeout=60, check=False)
-    version = os.path.realpath(os.path.join(lib, 'ansible_collections/ipmasq/agent', CORE))
+                          env={'PYTHONPATH': root, 'PATH': os.environ['PATH']}, timeout=60, check=False)
+    version = os.path.join(root, 'ansible_collections/ipmasq/agent', CORE)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ['MasqError', 'True', os.path.join(version, 'probe', 'deep', 'leaf.py')]
     assert os.path.isdir(os.path.join(version, 'probe', 'deep', '__pycache__'))

@@ -13,6 +13,7 @@ import stat
 
 import pytest
 
+from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import resync_root
 from ipmasq_lab import netlab, policy_view
 from ipmasq_lab.policy_view import CHAIN, FOREIGN, JUMP, chain_lines, ours
 from test_resync_units import install_core
@@ -84,7 +85,7 @@ class Agent:
         """One cycle, bounded by ``timeout`` seconds (and ``max_memory`` bytes of address space)."""
         env = {
             'PATH': os.pathsep.join([self.shim, self.node.backend.path_dir, '/usr/sbin', '/usr/bin', '/sbin', '/bin']),
-            'PYTHONPATH': self.lib,
+            'PYTHONPATH': resync_root(self.lib),
         }
         argv = [PYTHON, '-S', '-B', '-c', ENTRY, '--config', self.config, '--state-file', self.state]
         argv += ['--backend', backend or self.node.policy]

@@ -13,6 +13,7 @@ import subprocess
 import pytest
 import yaml
 
+from ansible_collections.ipmasq.agent.plugins.module_utils import _resync_code
 from ipmasq_lab import netlab
 from ipmasq_lab.policy_view import CHAIN, JUMP, chain_lines, ours
 
@@ -30,7 +31,6 @@ RESYNC_NEEDS = ('resync', 'config', 'yamlsubset', 'golang', 'errors', 'fileio', 
 
 def install_core(lib):
     """The core package as the resync_code module installs it (its installer, from the source tree)."""
-    from ansible_collections.ipmasq.agent.plugins.module_utils import _resync_code  # pylint: disable=import-outside-toplevel
     from ansible_collections.ipmasq.agent.plugins.module_utils._core.runner import make_run  # pylint: disable=import-outside-toplevel
     _resync_code.install(str(lib), _resync_code.package_sources(), make_run(), '/usr/bin/python3')
 
@@ -62,6 +62,7 @@ def failed(tasks):
 
 
 def render(out_dir, **extra):
+    """The units as the role's action renders them: the service names the root of this version's code."""
     extra_vars = dict(out_dir=str(out_dir), **extra)
     rc, tasks = playbook(UNITS_PLAYBOOK, extra_vars)
     assert rc == 0, failed(tasks)
@@ -134,7 +135,7 @@ def test_units_render_and_pass_systemd_analyze_verify(tmp_path):
     problems, dump = verify(tmp_path)
     assert problems == []
     argv, env = parsed_service(dump)
-    assert env == {'PYTHONPATH': '/usr/local/lib/ipmasq-agent', 'LC_ALL': 'C'}
+    assert env == {'PYTHONPATH': _resync_code.resync_root('/usr/local/lib/ipmasq-agent'), 'LC_ALL': 'C'}
     assert argv == [
         '/usr/bin/python3', '-S', '-B', '-c',
         'from ansible_collections.ipmasq.agent.plugins.module_utils._core.resync import main; raise SystemExit(main())',
@@ -180,7 +181,7 @@ def test_systemd_runs_the_command_line_the_unit_holds(node, tmp_path):
     assert [p for p in problems if 'ip-masq-agent.service' in p] == []
     argv, env = parsed_service(dump)
     assert argv[argv.index('--config') + 1] == str(config)
-    assert env['PYTHONPATH'] == str(lib)
+    assert env['PYTHONPATH'] == _resync_code.resync_root(str(lib)) and os.path.isdir(env['PYTHONPATH'])
 
     env['PATH'] = os.pathsep.join([node.backend.path_dir, '/usr/sbin', '/usr/bin', '/sbin', '/bin'])
     proc = node.ns.exec(argv + ['--log-format', 'journal'], check=False, env=env, timeout=120)
@@ -211,7 +212,8 @@ def test_resync_installs_idempotently_and_switching_it_off_removes_only_ours(tmp
     units = os.path.join(str(tmp_path), 'etc/systemd/system')
     tmpfiles = os.path.join(str(tmp_path), 'etc/tmpfiles.d/ip-masq-agent.conf')
     locks = [values['__ip_masq_xtables_lock'], values['__ip_masq_writers_lock']]
-    pkg = os.path.join(values['ip_masq_lib_dir'], PKG)
+    root = _resync_code.resync_root(values['ip_masq_lib_dir'])
+    pkg = os.path.join(root, PKG)
 
     rc, tasks = playbook(ROLE_PLAYBOOK, dict(values), check_mode=True, ns=node_ns)
     assert rc == 0, failed(tasks)
@@ -242,7 +244,11 @@ def test_resync_installs_idempotently_and_switching_it_off_removes_only_ours(tmp
         assert 'f %s 0600 root root -' % lock in text
         assert oct(os.stat(lock).st_mode & 0o777) == '0o600'
     with open(os.path.join(units, 'ip-masq-agent.service')) as handle:
-        assert '--config "%s"' % values['ip_masq_config_path'] in handle.read()
+        text = handle.read()
+    assert '--config "%s"' % values['ip_masq_config_path'] in text
+    # The unit runs the code from the root the node run installed, the only one there.
+    assert node['resync_code']['path'] == pkg and 'Environment="PYTHONPATH=%s" "LC_ALL=C"' % root in text.splitlines()
+    assert os.listdir(values['ip_masq_lib_dir']) == ['v'] and os.listdir(os.path.dirname(root)) == [os.path.basename(root)]
 
     rc, tasks = playbook(ROLE_PLAYBOOK, dict(values), ns=node_ns)
     assert rc == 0 and changed(tasks) == [], changed(tasks)
@@ -280,6 +286,33 @@ def test_resync_installs_idempotently_and_switching_it_off_removes_only_ours(tmp
     rc, tasks = playbook(ROLE_PLAYBOOK, off, ns=node_ns)
     assert rc == 0 and changed(tasks) == [], changed(tasks)
     assert not [name for name, _result in tasks if 'Remove the resync' in name]
+
+
+def test_the_flat_tree_of_1_1_goes_on_the_run_after_the_unit_names_the_new_root(tmp_path, node_ns):
+    """Upgrading a node with 1.1's flat tree (systemctl off: no daemon-reload
+    of ours): the first run installs this version's root and writes the unit
+    naming it, and keeps the old tree (systemd may still run it); the run
+    after it removes the old tree (nothing runs from it), then nothing changes."""
+    values = role_vars(tmp_path)
+    lib = values['ip_masq_lib_dir']
+    flat = os.path.join(lib, PKG)
+    os.makedirs(flat)
+    for name, data in _resync_code.package_sources().items():
+        with open(os.path.join(flat, name), 'wb') as handle:
+            handle.write(data)
+    runs = []
+    for _ in range(3):
+        rc, tasks = playbook(ROLE_PLAYBOOK, dict(values), ns=node_ns)
+        assert rc == 0, failed(tasks)
+        runs.append([res for name, res in tasks if name.endswith(NODE_TASK)][0])
+    root = _resync_code.resync_root(lib)
+    assert {'files', 'resync_code'} <= set(runs[0]['changed_parts']) and runs[0]['resync_code']['removed_roots'] == []
+    assert runs[0]['resync_code']['written'] == sorted(_resync_code.package_sources())
+    assert runs[1]['changed_parts'] == ['resync_code'], runs[1]
+    assert runs[1]['resync_code']['removed_roots'] == [os.path.join(lib, 'ansible_collections/ipmasq/agent')]
+    assert runs[1]['resync_code']['msg'].endswith('1 earlier version removed (%s/ansible_collections/ipmasq/agent)' % lib)
+    assert runs[2]['changed'] is False, runs[2]
+    assert os.listdir(lib) == ['v'] and os.listdir(os.path.join(lib, 'v')) == [os.path.basename(root)]
 
 
 def test_switching_off_keeps_a_lib_dir_that_holds_other_files(tmp_path, node_ns):

@@ -50,6 +50,7 @@ Exit codes: 0 done (in sync or repaired), 1 failed (iptables, state file),
 Standard library only.
 """
 
+import fcntl
 import os
 import sys
 
@@ -541,7 +542,23 @@ def parse_args(argv=None):
     return opts
 
 
+_HELD = []
+
+
+def hold_root():
+    """A shared flock on this file while the resync runs: the installer
+    (``_resync_code.sweep``) removes an earlier version's root only when it
+    can take the lock exclusively, so never one a resync runs from."""
+    try:
+        fd = os.open(__file__, os.O_RDONLY | getattr(os, 'O_CLOEXEC', 0))
+    except OSError:
+        return              # run from a zip (a module's payload): no root to hold
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    _HELD.append(fd)        # held until the process ends
+
+
 def main(argv=None):
+    hold_root()
     opts = parse_args(argv)
     log = Log(opts.log_format, opts.verbose)
     try:

@@ -1,8 +1,12 @@
 """The resync code's installer (_resync_code.py) on a temporary directory:
-check mode writes nothing, a failed byte-compile leaves the code in place
-as it was (nothing staged left), and absent removes every version."""
+each version in a root of its own (``<lib>/v/<id>``, the id a hash of the
+code that the controller computes too), written whole or not at all, a run
+that changes nothing writes nothing, earlier roots and the flat tree of 1.0
+and 1.1 removed only when no process runs from them, absent removes all."""
 import os
+import subprocess
 import sys
+import time
 
 import pytest
 
@@ -10,13 +14,17 @@ from ansible_collections.ipmasq.agent.plugins.module_utils import _resync_code
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.runner import make_run
 
+CORE = 'ansible_collections/ipmasq/agent/plugins/module_utils/_core'
 
-def listing(top):
+
+def listing(top, times=False):
+    """Every directory and file below ``top`` (with ``times``, directories' mtimes too: a run that writes nothing)."""
     out = {}
     for base, dirs, files in os.walk(top):
         for name in dirs:
-            out[os.path.relpath(os.path.join(base, name), top)] = 'link' if os.path.islink(
-                os.path.join(base, name)) else 'dir'
+            path = os.path.join(base, name)
+            out[os.path.relpath(path, top)] = ('link' if os.path.islink(path) else 'dir',
+                                               os.stat(path).st_mtime_ns if times else None)
         for name in files:
             with open(os.path.join(base, name), 'rb') as handle:
                 out[os.path.relpath(os.path.join(base, name), top)] = handle.read()
@@ -28,22 +36,62 @@ def sources():
     return _resync_code.package_sources()
 
 
-def test_check_mode_writes_nothing(tmp_path, sources):
+def root_of(lib, sources):
+    return os.path.join(lib, 'v', _resync_code.version_id(sources))
+
+
+def test_the_code_is_what_the_resync_imports_and_its_id_is_the_controllers(sources):
+    """The sources are the resync and what it imports (inside functions too:
+    metrics.py), each package's __init__.py; the controller's root is named
+    by the same id."""
+    assert {'__init__.py', 'resync.py', 'sync.py', 'metrics.py'} <= set(sources)
+    assert _resync_code.resync_root('/lib') == '/lib/v/' + _resync_code.version_id(sources)
+    assert len(_resync_code.version_id(sources)) == 16
+    assert _resync_code.version_id(dict(sources, **{'sync.py': sources['sync.py'] + b'\n'})) != \
+        _resync_code.version_id(sources)
+
+
+def test_install_writes_a_root_of_its_own_and_a_run_that_changes_nothing_writes_nothing(tmp_path, sources):
     lib = str(tmp_path / 'lib')
-    written, removed = _resync_code.install(lib, sources, make_run(), sys.executable, check_mode=True)
-    assert written == sorted(sources) and removed == []
+    assert _resync_code.install(lib, sources, make_run(), sys.executable, check_mode=True) == (sorted(sources), [])
     assert os.listdir(str(tmp_path)) == []
+    assert _resync_code.install(lib, sources, make_run(), sys.executable) == (sorted(sources), [])
+    root = root_of(lib, sources)
+    assert os.listdir(lib) == ['v'] and os.listdir(os.path.join(lib, 'v')) == [os.path.basename(root)]
+    assert os.path.isfile(os.path.join(root, CORE, 'resync.py')) and not os.path.islink(os.path.join(root, CORE))
+    with open(os.path.join(root, CORE, '__init__.py'), 'rb') as handle:
+        assert b'__path__' not in handle.read()      # no path pin: the root is never changed
+    before = listing(lib, times=True)
+    for check_mode in (True, False):
+        assert _resync_code.install(lib, sources, make_run(), sys.executable, check_mode=check_mode) == ([], [])
+    assert listing(lib, times=True) == before
+    proc = subprocess.run([sys.executable, '-S', '-B', '-m', _resync_code.ENTRY, '--help'], capture_output=True,
+                          text=True, env={'PYTHONPATH': root, 'PATH': '/usr/bin:/bin'}, timeout=60, check=False)
+    assert proc.returncode == 0 and proc.stdout.startswith('usage: ip-masq-agent'), proc.stderr
+
+
+def test_a_new_version_is_a_second_root_and_reports_what_differs_from_the_one_before(tmp_path, sources):
+    lib = str(tmp_path / 'lib')
+    old = dict(sources, **{'retired.py': b'# gone in the new version\n'})
+    _resync_code.install(lib, old, make_run(), sys.executable)
+    before = listing(lib)
+    new = dict(sources, **{'sync.py': sources['sync.py'] + b'# new\n'})
+    assert _resync_code.install(lib, new, make_run(), sys.executable) == (['sync.py'], ['retired.py'])
+    after = listing(lib)
+    kept = os.path.relpath(root_of(lib, old), lib)
+    assert {k: v for k, v in after.items() if k.startswith(kept)} == {k: v for k, v in before.items() if k.startswith(kept)}
+    assert sorted(os.listdir(os.path.join(lib, 'v'))) == sorted(os.path.basename(root_of(lib, s)) for s in (old, new))
 
 
 def test_a_failed_byte_compile_leaves_the_installed_code_as_it_was(tmp_path, sources):
     lib = str(tmp_path / 'lib')
-    assert _resync_code.install(lib, sources, make_run(), sys.executable)[0] == sorted(sources)
+    _resync_code.install(lib, sources, make_run(), sys.executable)
     before = listing(lib)
     changed = dict(sources, **{'sync.py': sources['sync.py'] + b'# changed\n'})
     with pytest.raises(MasqError) as failure:
         _resync_code.install(lib, changed, make_run(), '/bin/false')
     assert failure.value.msg.startswith('cannot install the resync code in %s: /bin/false could not byte-compile it '
-                                        '(rc=1)' % _resync_code.package_dir(lib)), failure.value.msg
+                                        '(rc=1)' % _resync_code.package_dir(root_of(lib, changed))), failure.value.msg
     assert failure.value.msg.endswith('The code in place is as it was: nothing was changed.')
     assert failure.value.details['changed'] is False
     assert listing(lib) == before
@@ -56,34 +104,145 @@ def test_a_failed_first_install_leaves_no_directory(tmp_path, sources):
     assert os.listdir(str(tmp_path)) == []
 
 
-def test_absent_removes_every_version_and_the_link(tmp_path, sources):
+def flat_tree(lib, sources):
+    """The layout of 1.0 and 1.1: the package a plain directory below ``lib``."""
+    core = os.path.join(lib, CORE)
+    for name, data in sources.items():
+        os.makedirs(os.path.dirname(os.path.join(core, name)), exist_ok=True)
+        with open(os.path.join(core, name), 'wb') as handle:
+            handle.write(data)
+
+
+def test_absent_removes_every_root_and_the_flat_tree(tmp_path, sources):
     lib = str(tmp_path / 'lib')
+    flat_tree(lib, sources)
     _resync_code.install(lib, sources, make_run(), sys.executable)
     _resync_code.install(lib, dict(sources, **{'x.py': b'\n'}), make_run(), sys.executable)
-    assert len(os.listdir(_resync_code.versions_dir(lib))) == 2
+    assert _resync_code.uninstall(lib, check_mode=True) is True and len(os.listdir(os.path.join(lib, 'v'))) == 2
     assert _resync_code.uninstall(lib) is True
     assert os.listdir(str(tmp_path)) == []
+    assert _resync_code.uninstall(lib) is False
 
 
-def module_run(lib, check_mode, state='present'):
+# ------------------------------------------------ a resync in flight, the sweep
+
+HOLD = ('import sys; from ansible_collections.ipmasq.agent.plugins.module_utils._core import resync; '
+        'resync.hold_root(); print("in", flush=True); sys.stdin.readline(); '
+        'from ansible_collections.ipmasq.agent.plugins.module_utils._core import metrics; '
+        'print(metrics.__file__, flush=True)')
+
+
+def in_flight(pythonpath, code=HOLD):
+    """A process running the installed code from ``pythonpath``, past its start, waiting for a line."""
+    proc = subprocess.Popen([sys.executable, '-S', '-B', '-c', code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={'PYTHONPATH': pythonpath, 'PATH': '/usr/bin:/bin'})
+    assert proc.stdout.readline() == 'in\n', proc.stderr.read() if proc.poll() is not None else ''
+    return proc
+
+
+def finish(proc):
+    try:
+        out, err = proc.communicate('go\n', timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    return proc.returncode, out, err
+
+
+def test_a_resync_in_flight_from_the_old_root_survives_the_switch_and_the_sweep(tmp_path, sources):
+    """The old root's resync imports a module lazily after the new version is
+    installed and a sweep ran: the sweep kept its root (its lock is held), a
+    sweep after it ended removes it; the new root is never touched."""
+    lib = str(tmp_path / 'lib')
+    old = dict(sources, **{'sync.py': sources['sync.py'] + b'# old\n'})
+    _resync_code.install(lib, old, make_run(), sys.executable)
+    proc = in_flight(root_of(lib, old))
+    try:
+        _resync_code.install(lib, sources, make_run(), sys.executable)
+        new = root_of(lib, sources)
+        started = time.monotonic()
+        assert _resync_code.sweep(lib, new, wait=0.5) == []
+        assert 0.4 < time.monotonic() - started < 30
+        assert os.path.isdir(root_of(lib, old))
+    finally:
+        rc, out, err = finish(proc)
+    assert rc == 0, err
+    assert out.strip() == os.path.join(root_of(lib, old), CORE, 'metrics.py')
+    assert _resync_code.sweep(lib, new, check_mode=True) == [root_of(lib, old)]
+    assert _resync_code.sweep(lib, new) == [root_of(lib, old)]
+    assert os.listdir(os.path.join(lib, 'v')) == [os.path.basename(new)]
+    assert _resync_code.sweep(lib, new) == []
+
+
+def test_the_flat_tree_of_1_1_goes_only_when_no_process_runs_from_it(tmp_path, sources):
+    """A resync of 1.0/1.1 holds no lock: its PYTHONPATH (the lib dir itself) marks it."""
+    lib = str(tmp_path / 'lib')
+    flat_tree(lib, sources)
+    _resync_code.install(lib, sources, make_run(), sys.executable)
+    new = root_of(lib, sources)
+    code = HOLD.replace('resync.hold_root(); ', '')
+    proc = in_flight(lib, code)
+    try:
+        assert _resync_code.sweep(lib, new, wait=0.3) == []
+        assert os.path.isdir(os.path.join(lib, CORE))
+    finally:
+        rc, out, err = finish(proc)
+    assert rc == 0 and out.strip() == os.path.join(lib, CORE, 'metrics.py'), err
+    assert _resync_code.sweep(lib, new) == [os.path.join(lib, 'ansible_collections', 'ipmasq', 'agent')]
+    assert os.listdir(lib) == ['v']
+
+
+def unit_with(path, root):
+    path.write_text('[Service]\nEnvironment="PYTHONPATH=%s" "LC_ALL=C"\n' % root)
+    return str(path)
+
+
+def test_the_later_sweep_waits_until_the_unit_names_the_new_root_and_systemd_has_loaded_it(tmp_path, sources):
+    lib = str(tmp_path / 'lib')
+    old = dict(sources, **{'sync.py': sources['sync.py'] + b'# old\n'})
+    _resync_code.install(lib, old, make_run(), sys.executable)
+    _resync_code.install(lib, sources, make_run(), sys.executable)
+    new = root_of(lib, sources)
+    unit = unit_with(tmp_path / 'ip-masq-agent.service', root_of(lib, old))
+    assert _resync_code.later_sweep(lib, new, unit, False, False, []) == []      # the unit still runs the old root
+    assert _resync_code.later_sweep(lib, new, None, False, False, []) == []      # no unit given: nothing removed
+    unit = unit_with(tmp_path / 'ip-masq-agent.service', new)
+    assert _resync_code.later_sweep(lib, new, unit, False, False, [unit]) == []  # written, not reloaded
+    assert os.path.isdir(root_of(lib, old))
+    assert _resync_code.later_sweep(lib, new, unit, True, True, [unit]) == [root_of(lib, old)]
+    assert os.path.isdir(root_of(lib, old))
+    assert _resync_code.later_sweep(lib, new, unit, False, True, [unit]) == [root_of(lib, old)]
+    assert os.listdir(os.path.join(lib, 'v')) == [os.path.basename(new)]
+
+
+def module_run(lib, check_mode, state='present', unit=None):
     """The resync_code module's run, in-process (its options, check mode as Ansible passes it)."""
     from ansible.module_utils.basic import AnsibleModule  # pylint: disable=import-outside-toplevel
     from ansible.module_utils.testing import patch_module_args  # pylint: disable=import-outside-toplevel
     from ansible_collections.ipmasq.agent.plugins.modules import resync_code  # pylint: disable=import-outside-toplevel
-    args = {'path': lib, 'python': sys.executable, 'state': state, '_ansible_check_mode': check_mode}
+    args = {'path': lib, 'python': sys.executable, 'state': state, 'unit': unit, '_ansible_check_mode': check_mode}
     with patch_module_args(args):
         module = AnsibleModule(argument_spec={'path': {'type': 'path'}, 'python': {'type': 'path'},
-                                              'state': {'type': 'str'}}, supports_check_mode=True)
+                                              'state': {'type': 'str'}, 'unit': {'type': 'path'}},
+                               supports_check_mode=True)
     return resync_code.manage(module, make_run(), None)
 
 
 def test_the_module_says_in_one_line_what_it_wrote_would_write_or_removed(tmp_path, sources):
     lib = str(tmp_path / 'lib')
-    where = 'resync code in %s: ' % _resync_code.package_dir(lib)
+    where = 'resync code in %s: ' % _resync_code.package_dir(_resync_code.resync_root(lib))
     n = len(sources)
     msgs = [module_run(lib, check)['msg'] for check in (True, False, True, False)]
     assert msgs == [where + 'would write %d files' % n, where + '%d files written' % n,
                     where + 'no change', where + 'no change']
+    flat_tree(lib, sources)
+    unit = unit_with(tmp_path / 'ip-masq-agent.service', _resync_code.resync_root(lib))
+    ran = [module_run(lib, check, unit=unit) for check in (True, False, False)]
+    gone = os.path.join(lib, 'ansible_collections', 'ipmasq', 'agent')
+    assert [(r['msg'], r['changed'], r['removed_roots']) for r in ran] == [
+        (where + 'would remove 1 earlier version (%s)' % gone, True, [gone]),
+        (where + '1 earlier version removed (%s)' % gone, True, [gone]), (where + 'no change', False, [])]
     assert [module_run(lib, check, 'absent')['msg'] for check in (True, False, False)] == [
         where + 'would be removed', where + 'removed', where + 'no change']
 
@@ -100,33 +259,33 @@ IMPORT_LEAF = ('from ansible_collections.ipmasq.agent.plugins.module_utils._core
                'print(leaf.VALUE, leaf.__file__)')
 
 
-def node_import(lib):
-    """What a process on the node imports from the installed code (only ``lib`` on its path)."""
-    import subprocess  # pylint: disable=import-outside-toplevel
+def node_import(root):
+    """What a process on the node imports from the installed code (only ``root`` on its path)."""
     proc = subprocess.run([sys.executable, '-S', '-B', '-c', IMPORT_LEAF], capture_output=True, text=True,
-                          env={'PYTHONPATH': lib, 'PATH': os.environ['PATH']}, timeout=60, check=False)
+                          env={'PYTHONPATH': root, 'PATH': os.environ['PATH']}, timeout=60, check=False)
     return proc.returncode, proc.stdout.strip(), proc.stderr.strip()
 
 
 def test_a_core_with_subpackages_is_installed_whole_and_imported_from_on_the_node(tmp_path, sources):
-    """A package folder (with __init__.py, nested) is written into the
-    version directory, byte-compiled, and switched with the rest; a change
-    inside it is one more file written; a folder the new code no longer has
-    is removed with the switch."""
+    """A package folder (with __init__.py, nested) is written into the root
+    and byte-compiled with the rest; any folder names will do (each root is
+    a tree of its own: nothing of an earlier version is on the path)."""
     lib = str(tmp_path / 'lib')
-    assert _resync_code.install(lib, dict(sources, **PROBE), make_run(), sys.executable) == (
-        sorted(dict(sources, **PROBE)), [])
-    rc, out, err = node_import(lib)
-    version = os.path.realpath(_resync_code.package_dir(lib))
+    with_probe = dict(sources, **PROBE)
+    assert _resync_code.install(lib, with_probe, make_run(), sys.executable) == (sorted(with_probe), [])
+    root = root_of(lib, with_probe)
+    rc, out, err = node_import(root)
     assert rc == 0, err
-    assert out == "('MasqError', 1) %s" % os.path.join(version, 'probe', 'deep', 'leaf.py')
-    assert [n for n in os.listdir(os.path.join(version, 'probe', 'deep', '__pycache__')) if n.startswith('leaf.')]
+    assert out == "('MasqError', 1) %s" % os.path.join(root, CORE, 'probe', 'deep', 'leaf.py')
+    assert [n for n in os.listdir(os.path.join(root, CORE, 'probe', 'deep', '__pycache__')) if n.startswith('leaf.')]
     changed = dict(sources, **dict(PROBE, **{'probe/near.py': b'NEAR = 2\n'}))
     assert _resync_code.install(lib, changed, make_run(), sys.executable) == (['probe/near.py'], [])
-    assert node_import(lib)[1].startswith("('MasqError', 2) ")
-    assert _resync_code.install(lib, sources, make_run(), sys.executable) == ([], sorted(PROBE))
-    assert not os.path.exists(os.path.join(_resync_code.package_dir(lib), 'probe'))
-    assert node_import(lib)[0] != 0
+    assert node_import(root_of(lib, changed))[1].startswith("('MasqError', 2) ")
+    # A version whose module has the name an earlier version's folder had: its root has only its own.
+    flat = dict(sources, **{'probe.py': b'NEAR = 3\n'})
+    _resync_code.install(lib, flat, make_run(), sys.executable)
+    assert not os.path.exists(os.path.join(root_of(lib, flat), CORE, 'probe'))
+    assert node_import(root_of(lib, flat))[0] != 0
 
 
 def test_a_failure_inside_a_subpackage_leaves_the_code_in_place_as_it_was(tmp_path, sources):
@@ -139,3 +298,17 @@ def test_a_failure_inside_a_subpackage_leaves_the_code_in_place_as_it_was(tmp_pa
     assert 'could not byte-compile it' in failure.value.msg and 'leaf.py' in failure.value.msg, failure.value.msg
     assert failure.value.msg.endswith('The code in place is as it was: nothing was changed.')
     assert listing(lib) == before
+
+
+def test_the_node_run_refuses_code_whose_root_is_not_the_one_the_controller_named(tmp_path):
+    """The unit names the controller's root: a node run that would install another writes nothing."""
+    from ansible_collections.ipmasq.agent.plugins.modules import ip_masq_node  # pylint: disable=import-outside-toplevel
+    lib = str(tmp_path / 'lib')
+    wrong = os.path.join(lib, 'v', '0' * 16)
+    with pytest.raises(MasqError) as failure:
+        ip_masq_node.code_part({'path': lib, 'python': sys.executable, 'root': wrong}, False, make_run())
+    assert failure.value.msg == ('resync code: the controller named %s in the unit, but this collection installs %s. '
+                                 'Nothing was changed.' % (wrong, _resync_code.resync_root(lib)))
+    assert os.listdir(str(tmp_path)) == []
+    assert ip_masq_node.code_part({'path': lib, 'python': sys.executable, 'root': _resync_code.resync_root(lib)},
+                                  False, make_run())[2] == _resync_code.resync_root(lib)

@@ -123,11 +123,12 @@ def test_the_entry_point_runs_from_the_installed_package_alone(tmp_path):
     written, removed = _resync_code.install(str(tmp_path), _resync_code.package_sources(), make_run(),
                                             '/usr/bin/python3')
     assert 'resync.py' in written and removed == []
-    assert sorted(os.listdir(str(tmp_path))) == ['ansible_collections']
+    assert sorted(os.listdir(str(tmp_path))) == ['v']
     assert _resync_code.install(str(tmp_path), _resync_code.package_sources(), make_run(),
                                 '/usr/bin/python3') == ([], [])
     proc = subprocess.run(['/usr/bin/python3', '-S', '-B', '-m', r.__name__, '--help'], capture_output=True, text=True,
-                          env={'PYTHONPATH': str(tmp_path), 'PATH': '/usr/bin:/bin'}, timeout=60, check=False)
+                          env={'PYTHONPATH': _resync_code.resync_root(str(tmp_path)), 'PATH': '/usr/bin:/bin'},
+                          timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith('usage: ip-masq-agent')
     assert sys.modules[r.__name__] is r

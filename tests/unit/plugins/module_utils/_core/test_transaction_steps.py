@@ -1,18 +1,13 @@
 """The steps every writer's change is made of (transaction.py): a small file
 of ours written or removed (ContentStep), a mode and owner (AttrStep), a
 path removed (RemoveStep: moved aside, deleted by its finish), on real
-files; a failing later step puts each back exactly, and the resync code's
-switch (its own step) switches back."""
+files; a failing later step puts each back exactly."""
 import os
-import shutil
 import stat
-import sys
 
 import pytest
 
-from ansible_collections.ipmasq.agent.plugins.module_utils import _resync_code
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.runner import make_run
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import (
     AttrStep, ContentStep, DirStep, Failed, Plan, RemoveStep, Step,
 )
@@ -77,32 +72,3 @@ def test_a_directory_another_run_made_meanwhile_is_left_to_it(tmp_path):
     with pytest.raises(Failed):
         Plan([step, Step('later', ['x'], fail)]).run()
     assert os.path.isdir(str(tmp_path / 'd')) and step.made is False
-
-
-@pytest.mark.parametrize('layout', ['versioned', 'flat', 'none'])
-def test_the_resync_codes_switch_switches_back(tmp_path, layout):
-    """The switch undone by a later step: the link points at the version before
-    it again (or the flat directory is back, or there is no code), and the
-    new version's directory, its step undone too, is gone."""
-    lib = str(tmp_path / 'lib')
-    sources = _resync_code.package_sources()
-    link = _resync_code.package_dir(lib)
-    if layout == 'versioned':
-        _resync_code.install(lib, sources, make_run(), sys.executable)
-    elif layout == 'flat':
-        os.makedirs(link)
-        for name, data in sources.items():
-            with open(os.path.join(link, name), 'wb') as handle:
-                handle.write(data)
-    else:
-        os.makedirs(_resync_code.versions_dir(lib))
-    before = listing(lib)
-    changed = dict(sources, **{'sync.py': sources['sync.py'] + b'# changed\n'})
-    version = os.path.join(_resync_code.versions_dir(lib), 'next')
-    build = Step(version, ['build'], lambda: _resync_code._build(version, changed, make_run(), sys.executable),
-                 lambda: shutil.rmtree(version))
-    switch = _resync_code._Switch(link, version, _resync_code.current(lib)[0])
-    with pytest.raises(Failed) as failure:
-        Plan([build, switch, Step('later', ['x'], fail)]).run()
-    assert failure.value.broken == []
-    assert listing(lib) == before
