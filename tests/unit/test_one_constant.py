@@ -2,6 +2,7 @@
 constant (options.DEFAULT_CHAIN, from the options table's row;
 cni_daemon.CHAIN_PREFIX): no other Python string of plugins/ spells them."""
 import ast
+import functools
 import os
 
 import pytest
@@ -16,6 +17,12 @@ HOMES = {
 
 def spellings(literal):
     """``[(file, line)]`` of every string constant of plugins/ that is ``literal``."""
+    return sorted((path, line) for path, line, value in _constants() if value == literal)
+
+
+@functools.lru_cache(maxsize=None)
+def _constants():
+    """``(file, line, value)`` of every string constant of plugins/ (parsed once)."""
     found = []
     for directory, _dirs, files in os.walk(PLUGINS):
         for name in files:
@@ -24,9 +31,9 @@ def spellings(literal):
             path = os.path.join(directory, name)
             with open(path, encoding='utf-8') as handle:
                 tree = ast.parse(handle.read(), path)
-            found += [(os.path.relpath(path, ROOT), node.lineno) for node in ast.walk(tree)
-                      if isinstance(node, ast.Constant) and node.value == literal]
-    return sorted(found)
+            found += [(os.path.relpath(path, ROOT), node.lineno, node.value) for node in ast.walk(tree)
+                      if isinstance(node, ast.Constant) and isinstance(node.value, str)]
+    return tuple(found)
 
 
 @pytest.mark.parametrize('literal', sorted(HOMES))
