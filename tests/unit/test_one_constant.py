@@ -1,6 +1,6 @@
 """The default chain name and the CNI plugins' chain prefix are each one
 constant (options.DEFAULT_CHAIN, from the options table's row;
-cni_daemon.CHAIN_PREFIX): no other Python string of plugins/ spells them."""
+cni_names.CHAIN_PREFIX): no other Python string of plugins/ spells them."""
 import ast
 import functools
 import os
@@ -11,7 +11,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 PLUGINS = os.path.join(ROOT, 'plugins')
 HOMES = {
     'IP-MASQ-AGENT': 'plugins/module_utils/_core/options.py',
-    'CNI-': 'plugins/module_utils/_daemons/cni_daemon.py',
+    'CNI-': 'plugins/module_utils/_daemons/cni_names.py',
 }
 
 
@@ -44,6 +44,6 @@ def test_spelled_once(literal):
 
 def test_the_constants_are_the_table_s_and_the_daemon_s():
     from ansible_collections.ipmasq.agent.plugins.module_utils._core import options, policy  # pylint: disable=import-outside-toplevel
-    from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import cni_daemon  # pylint: disable=import-outside-toplevel
+    from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import cni_names  # pylint: disable=import-outside-toplevel
     assert options.DEFAULT_CHAIN == options.BY_NAME['chain'].default == policy.DEFAULT_CHAIN == 'IP-MASQ-AGENT'
-    assert cni_daemon.CHAIN_PREFIX == 'CNI-'
+    assert cni_names.CHAIN_PREFIX == 'CNI-'
