@@ -301,7 +301,7 @@ def test_the_flat_tree_of_1_1_goes_on_the_run_after_the_unit_names_the_new_root(
         with open(os.path.join(flat, name), 'wb') as handle:
             handle.write(data)
     runs = []
-    for _ in range(3):
+    for _run in range(3):
         rc, tasks = playbook(ROLE_PLAYBOOK, dict(values), ns=node_ns)
         assert rc == 0, failed(tasks)
         runs.append([res for name, res in tasks if name.endswith(NODE_TASK)][0])
