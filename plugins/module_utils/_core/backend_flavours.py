@@ -26,7 +26,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend_iptable
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables import IptablesBackend, ours_elsewhere, others_before
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_rules import jump_spec, others_text, sub_declarations
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import FLAVOUR_TOOLS, FLAVOURS, TOOLS, Tools, legacy_nat_exists
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_tools import FLAVOUR_TOOLS, TOOLS, Tools, legacy_nat_exists
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import FAMILIES
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.result_words import did
 

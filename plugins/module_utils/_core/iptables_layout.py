@@ -145,9 +145,9 @@ class IptablesLayout:
         if self.count <= IPTABLES_RULE_LIMIT:
             return
         raise PolicyTooLargeError('this policy takes %d iptables rules for IPv%d, over the limit of %d per family (%s). '
-                             'iptables-save and iptables-restore slow down with every rule, and every run and resync '
-                             'cycle reads them all. Aggregate the CIDRs into fewer, wider ones, list fewer port ranges, '
-                             'interfaces or sources, or use backend nftables, whose sets hold any number of them. '
-                             'Nothing was changed.'
-                             % (self.count, self.family, IPTABLES_RULE_LIMIT,
-                                ' + '.join('%s: %d' % (name, n) for name, n in self.terms)))
+                                  'iptables-save and iptables-restore slow down with every rule, and every run and resync '
+                                  'cycle reads them all. Aggregate the CIDRs into fewer, wider ones, list fewer port ranges, '
+                                  'interfaces or sources, or use backend nftables, whose sets hold any number of them. '
+                                  'Nothing was changed.'
+                                  % (self.count, self.family, IPTABLES_RULE_LIMIT,
+                                     ' + '.join('%s: %d' % (name, n) for name, n in self.terms)))
