@@ -97,10 +97,13 @@ venv_for() {  # venv_for NAME PYTHON: sets venv to the cached venv with tests/ve
   if [ ! -f "$venv/.complete" ]; then
     echo "versions.sh: making $venv ($("$py" -V), $reqs)"
     rm -rf "$venv"
-    "$py" -m venv "$venv" &&
-      pip_q "$venv" install -q --upgrade pip &&
-      pip_q "$venv" install -q -r "$reqs" &&
-      touch "$venv/.complete" || { flock -u 9; exec 9>&-; return 1; }
+    if ! { "$py" -m venv "$venv" && pip_q "$venv" install -q --upgrade pip &&
+           pip_q "$venv" install -q -r "$reqs"; }; then
+      flock -u 9
+      exec 9>&-
+      return 1
+    fi
+    touch "$venv/.complete"  # last: a venv without it is made again
   fi
   touch "$venv"  # used now
   flock -u 9
