@@ -20,8 +20,8 @@
 # Steps 1-5 and 7 run in one lane, step 6 in another beside it (two cores).
 # The checks lane ends several minutes before the Molecule one, so pytest
 # runs in two parts: the tests marked checks_lane (the files listed in
-# tests/conftest.py's CHECKS_LANE_FILES, chosen so that the lane still ends
-# before the Molecule one) at the end of the checks lane, one worker; all
+# tests/checks-lane.txt, chosen so that the lane still ends before the
+# Molecule one) at the end of the checks lane, one worker; all
 # the others after both lanes, two workers. The two parts are every test; a
 # failure in either fails the run. Every step runs even when an earlier one failed; the exit status is
 # non-zero if any failed. SKIP_MOLECULE=1 leaves step 6 out, SKIP_EE=1
