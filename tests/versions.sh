@@ -79,7 +79,11 @@ venv_for() {  # venv_for NAME PYTHON: sets venv to the cached venv with tests/ve
   while IFS= read -r old; do
     [ "$old" != "$venv" ] && { echo "versions.sh: removing $old (another key, unused for a week)"; rm -rf "$old"; }
   done < <(find "$root" -mindepth 1 -maxdepth 1 -type d -name "core-$name-*" -mtime +7)
-  if [ -f "$venv/.complete" ] && "$venv/bin/python" -c 'import ansible.release' 2>/dev/null; then
+  if [ -f "$venv/.complete" ] && ! "$venv/bin/python" -c 'import ansible.release' 2>/dev/null; then
+    echo "versions.sh: $venv: its ansible does not import; making it again"
+    rm -f "$venv/.complete"
+  fi
+  if [ -f "$venv/.complete" ]; then
     # Resolving the requirements again costs about what making the venv does:
     # once a day (IMQ_VENV_REFRESH_MINUTES) is enough to follow new releases.
     if [ -n "$(find "$venv/.complete" -mmin +"${IMQ_VENV_REFRESH_MINUTES:-1440}")" ]; then
