@@ -17,8 +17,13 @@
 #      validation through ansible-playbook, the release tarball and installing
 #      it, the changelog and the docs, and the integration tests against real
 #      iptables (nf_tables and legacy) and real packets in network namespaces.
-# Steps 1-5 and 7 run in one lane, step 6 in another beside it (two cores);
-# pytest after both. Every step runs even when an earlier one failed; the exit status is
+# Steps 1-5 and 7 run in one lane, step 6 in another beside it (two cores).
+# The checks lane ends several minutes before the Molecule one, so pytest
+# runs in two parts: the tests marked checks_lane (the files listed in
+# tests/checks-lane.txt, chosen so that the lane still ends before the
+# Molecule one) at the end of the checks lane, one worker; all
+# the others after both lanes, two workers. The two parts are every test; a
+# failure in either fails the run. Every step runs even when an earlier one failed; the exit status is
 # non-zero if any failed. SKIP_MOLECULE=1 leaves step 6 out, SKIP_EE=1
 # step 7 and SKIP_VERSIONS=1 step 5 (for a quick local run; CI runs
 # everything).
@@ -50,6 +55,12 @@ step() {
 lanes="$here/build/run-all"
 rm -rf "$lanes"
 mkdir -p "$lanes"
+lane_pytest() {  # pytest's checks_lane part; none selected (-k ... given to run-all) is no failure
+  local rc=0
+  pytest -p no:cacheprovider -m checks_lane tests "$@" || rc=$?
+  [ "$rc" -eq 5 ] && { echo "(no checks_lane test selected)"; rc=0; }
+  return "$rc"
+}
 checks_lane() {
   step "ansible-test sanity" bash tests/sanity.sh
   step "ansible-lint" ansible-lint --offline --profile production --strict
@@ -61,6 +72,7 @@ checks_lane() {
   if [ "${SKIP_EE:-0}" != 1 ]; then
     step "execution environment" bash tests/ee.sh
   fi
+  step "pytest (checks lane)" lane_pytest "$@"
   printf '%s\n' "${failed[@]}" > "$lanes/checks.failed"
 }
 molecule_lane() {
@@ -70,8 +82,8 @@ molecule_lane() {
   printf '%s\n' "${failed[@]}" > "$lanes/molecule.failed"
 }
 lanes_start=$SECONDS
-echo "== two lanes: checks, versions and execution environment | molecule (logs in build/run-all/)"
-checks_lane > "$lanes/checks.log" 2>&1 < /dev/null &
+echo "== two lanes: checks, versions, execution environment and pytest's checks_lane part | molecule (logs in build/run-all/)"
+checks_lane "$@" > "$lanes/checks.log" 2>&1 < /dev/null &
 checks_pid=$!
 molecule_lane > "$lanes/molecule.log" 2>&1 < /dev/null &
 molecule_pid=$!
@@ -88,7 +100,7 @@ for lane in checks molecule; do
   fi
 done
 echo "== both lanes done in $((SECONDS - lanes_start)) s"
-step "pytest" pytest -n 2 -p no:cacheprovider tests "$@"
+step "pytest" pytest -n 2 -p no:cacheprovider -m "not checks_lane" tests "$@"
 
 # On success pytest's summary stays the last line printed.
 if [ "${#failed[@]}" -gt 0 ]; then
