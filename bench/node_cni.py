@@ -25,8 +25,11 @@ import time
 
 from nsguard import refuse_unless_own_namespace  # bench/, this script's directory
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.runner import make_run
+from corelayout import core_module  # bench/, this script's directory: either layout of the core
+
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import cni
+
+make_run = core_module('_core.runner').make_run
 
 CONF_DIR = '/etc/cni/net.d'
 CONTAINERD = {'cniVersion': '1.0.0', 'name': 'containerd-net%d', 'plugins': [

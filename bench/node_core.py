@@ -31,13 +31,16 @@ import time
 from nsguard import refuse_unless_own_namespace  # bench/, this script's directory
 
 try:
-    from ansible_collections.ipmasq.agent.plugins.module_utils._core import (
-        iptables as _ipt, iptables_save as _save, policy as _policy, sync as _sync,
-    )
+    from corelayout import core_module  # bench/, this script's directory: either layout of the core
+    _ipt, _save, _policy, _sync = (core_module(name) for name in (
+        '_core.iptables',
+        '_core.iptables_save',
+        '_core.policy',
+        '_core.sync',
+    ))
     try:
-        from ansible_collections.ipmasq.agent.plugins.module_utils._core import (
-            iptables_rules as _rules, iptables_tools as _tools,
-        )
+        _rules = core_module('_core.iptables_rules')
+        _tools = core_module('_core.iptables_tools')
     except ImportError:         # a revision before iptables.py was split: all in it
         _rules = _tools = _ipt
     _masq = None

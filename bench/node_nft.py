@@ -39,15 +39,7 @@ import os
 import pstats
 import sys
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import (
-    backends as _backends,
-    nft_json as _nft_json,
-    nftables as _nft,
-    nftables_rules as _nft_rules,
-    policy as _policy,
-    runner as _runner,
-    sync as _sync,
-)
+from corelayout import core_module  # bench/, this script's directory: either layout of the core
 from node_core import cpu_now, interleaved, sample  # bench/, this script's directory
 from nsguard import refuse_unless_own_namespace
 
@@ -56,6 +48,15 @@ TABLE = 'ip-masq-agent'
 SET4 = 'nonmasq-ipv4'
 EXC4 = 'exceptions-ipv4'
 SRC4 = 'sources-ipv4'
+_backends, _nft_json, _nft, _nft_rules, _policy, _runner, _sync = (core_module(name) for name in (
+    '_core.backends',
+    '_core.nft_json',
+    '_core.nftables',
+    '_core.nftables_rules',
+    '_core.policy',
+    '_core.runner',
+    '_core.sync',
+))
 RUN = _runner.make_run()
 
 

@@ -29,9 +29,14 @@ def node(args):
     sys.path.insert(0, BENCH)
     from nsguard import refuse_unless_own_namespace  # pylint: disable=import-outside-toplevel
     refuse_unless_own_namespace('rule_count.py')
-    from ansible_collections.ipmasq.agent.plugins.module_utils._core import (  # pylint: disable=import-outside-toplevel
-        iptables, policy, sync)
-    from ansible_collections.ipmasq.agent.plugins.module_utils._core.runner import find, make_run  # pylint: disable=import-outside-toplevel
+    from corelayout import core_module  # pylint: disable=import-outside-toplevel
+    iptables, policy, sync, runner = (core_module(name) for name in (
+        '_core.iptables',
+        '_core.policy',
+        '_core.sync',
+        '_core.runner',
+    ))
+    find, make_run = runner.find, runner.make_run
 
     pol = policy.Policy(nonmasquerade_cidrs=['10.0.0.0/8'],
                         exception_cidrs=['10.30.%d.%d/30' % (i // 64, (i % 64) * 4) for i in range(args.exceptions)],

@@ -31,6 +31,7 @@ import time
 
 import benchlib
 import cni_bench
+import corelayout
 import fleet_ssh
 import nft_bench
 from benchlib import CHAIN, make_cidrs, median, netlab
@@ -275,7 +276,7 @@ def part_profile(size, backend):
 # ---------------------------------------------------------------------------
 
 RESYNC_MODULES = {
-    '_core': 'ansible_collections.ipmasq.agent.plugins.module_utils._core.resync',
+    '_core': '_core.resync',        # this tree's name; a baseline's own is corelayout.module_in's
     '_masq': 'ansible_collections.ipmasq.agent.plugins.module_utils._masq_resync',
 }
 OLD_RESYNC_FILES = ('_masq.py', '_masq_config.py', '_masq_resync.py')
@@ -316,12 +317,14 @@ def _resync_lib(workdir, compiled, source=None):
     return lib, layout
 
 
-def resync_argv(layout):
+def resync_argv(layout, lib):
     """How each version's role starts a cycle: ``-c`` for the core package (the
-    unit in roles/ip_masq/templates), ``-m`` for the single-file layout before it."""
+    unit in roles/ip_masq/templates; the resync module by its name in the core
+    installed in ``lib``), ``-m`` for the single-file layout before it."""
     if layout == '_core':
+        utils = os.path.join(lib, 'ansible_collections', 'ipmasq', 'agent', 'plugins', 'module_utils')
         return [benchlib.NODE_PYTHON, '-S', '-B', '-c', 'from %s import main; raise SystemExit(main())'
-                % RESYNC_MODULES[layout]]
+                % corelayout.module_in(utils, RESYNC_MODULES[layout])]
     return [benchlib.NODE_PYTHON, '-S', '-B', '-m', RESYNC_MODULES[layout]]
 
 
@@ -342,8 +345,8 @@ def resync_variants(workdir, cidrs, size, env, baseline=None):
         state = os.path.join(workdir, 'last-good-config-%s' % os.path.basename(lib))
         variants.append({'name': name, 'drift': not compiled, 'state_file': state,
                          'env': dict(env, PYTHONPATH=lib),
-                         'argv': resync_argv(layout) + ['--config', config, '--state-file', state,
-                                                        '--log-format', 'plain']})
+                         'argv': resync_argv(layout, lib) + ['--config', config, '--state-file', state,
+                                                             '--log-format', 'plain']})
     return variants, ('`python3 -S -B -c \'from ..._core.resync import main; ...\' --config FILE --state-file FILE` as '
                       'the role\'s unit runs it '
                       '(YAML config as the role writes it; "ours" = the core package installed by the resync_code '
