@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026, ipmasq.agent contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
@@ -135,7 +134,8 @@ HEADER = ('# -*- coding: utf-8 -*-\n'
           '# NOTE: private to the ipmasq.agent collection; not a public API.\n')
 
 # Tracked files that are records of what was, not descriptions of what is.
-HISTORIC = ('bench/results/', 'changelogs/changelog.yaml', 'CHANGELOG.rst', 'scripts/move_core.py')
+HISTORIC = ('bench/results/', 'changelogs/changelog.yaml', 'CHANGELOG.rst', 'scripts/move_core.py',
+            'changelogs/fragments/core-in-folders.yml')     # the move's own record: says where files were
 TEXT_EXT = ('.py', '.md', '.rst', '.yml', '.yaml', '.j2', '.txt', '.cfg', '.ini', '.toml', '.sh', '.json', '')
 
 
@@ -214,19 +214,19 @@ def _from_import(mapping):
         names = match.group('names')
         comment = ''
         if not names.startswith('('):
-            names, _, comment = names.partition('#')
+            names, _sep, comment = names.partition('#')
             comment = ('  #' + comment.rstrip()) if comment else ''
         items = [n.strip() for n in re.sub(r'#[^\n]*', '', names.strip('()')).replace('\n', ' ').split(',')]
         items = [n for n in items if n]
         groups = {}
         for item in items:
-            name, _, alias = item.partition(' as ')
+            name, _sep, alias = item.partition(' as ')
             name, alias = name.strip(), alias.strip()
             new = mapping.get('%s.%s' % (top, name))
             if new is None:
                 groups.setdefault(top, []).append(item)
                 continue
-            new_pkg, _, new_name = new.rpartition('.')
+            new_pkg, _sep, new_name = new.rpartition('.')
             local = alias or name
             groups.setdefault(new_pkg, []).append(new_name if new_name == local else '%s as %s' % (new_name, local))
         if list(groups) == [top]:
@@ -252,7 +252,7 @@ def rewrite_text(text, path, mapping, bare_names=True):
     pattern, one = _from_import(mapping)
     text = pattern.sub(one, text)
     # ... also in a string of code ('from <..>._core import a, b\n'): joined by '; '
-    in_string = re.compile(r'(?<=[\'"])from (?P<pkg>(?:[\w.]*\.)?(?:_core|_audit)) import '
+    in_string = re.compile(r'(?:(?<=[\'"])|(?<=; ))from (?P<pkg>(?:[\w.]*\.)?(?:_core|_audit)) import '
                            r'(?P<names>\w+(?: as \w+)?(?:, \w+(?: as \w+)?)*)')
 
     def inline(match):
@@ -262,12 +262,12 @@ def rewrite_text(text, path, mapping, bare_names=True):
         head, top = pkg[:-len(pkg.split('.')[-1])], pkg.split('.')[-1]
         groups = {}
         for item in match.group('names').split(', '):
-            name, _, alias = item.partition(' as ')
+            name, _sep, alias = item.partition(' as ')
             new = mapping.get('%s.%s' % (top, name))
             if new is None:
                 groups.setdefault(top, []).append(item)
                 continue
-            new_pkg, _, new_name = new.rpartition('.')
+            new_pkg, _sep, new_name = new.rpartition('.')
             local = alias or name
             groups.setdefault(new_pkg, []).append(new_name if new_name == local else '%s as %s' % (new_name, local))
         if list(groups) == [top]:
@@ -399,7 +399,7 @@ def init_text(name, what):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n', maxsplit=1)[0])
     parser.add_argument('--dry-run', action='store_true', help='say what would change, change nothing')
     args = parser.parse_args(argv)
     try:
