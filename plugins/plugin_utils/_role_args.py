@@ -54,6 +54,7 @@ from ansible_collections.ipmasq.agent.plugins.filter.snat_to import snat_to
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.allow import parse_allow
 from ansible_collections.ipmasq.agent.plugins.module_utils._core import policy_findings
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.golang import parse_duration_ns
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import OPTIONS, POLICY_OPTIONS, role_variable
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.ranges import DEFAULT_NONMASQ_CIDRS
@@ -72,6 +73,9 @@ USER_VARS = 'ip_masq_user_vars'
 # masq_chain's options that the role passes (the options table's, but adopt_chain).
 _MODULE_OPTIONS = tuple(o.name for o in OPTIONS if o.module and o.role)
 _FAMILY = {4: 'IPv4', 6: 'IPv6'}
+# The resync timer counts in milliseconds (an interval given in nanoseconds).
+_NS_PER_SECOND = 1000000000
+_MS_PER_SECOND = 1000
 _V6_OFF = ('%s of %s: IPv6 CIDRs %s are listed but ip_masq_enable_ipv6 is false '
            '(set it to true, or remove them).')
 _OVER_LIMIT = ('%s of %s: %d CIDRs is over ip_masq_cidr_limit %s '
@@ -320,6 +324,24 @@ _WORDS = {
 }
 
 
+def _timer(interval):
+    """``(finding, timer)`` of the resync interval (a Go duration): the
+    systemd timer's OnUnitActiveSec= (whole seconds, else milliseconds), or
+    the finding that refuses it (``timer`` then None)."""
+    try:
+        ns = parse_duration_ns(interval)
+    except MasqError as exc:
+        return ('duration', 'resync_interval', exc.msg), None
+    if not ns > 0:
+        return ('not_positive', 'resync_interval', interval), None
+    # As the go_duration filter gives seconds (whole: an int), then in milliseconds.
+    seconds = ns // _NS_PER_SECOND if ns % _NS_PER_SECOND == 0 else ns / _NS_PER_SECOND
+    ms = int(round(seconds * _MS_PER_SECOND))
+    if ms <= 0:
+        return ('under_a_millisecond', 'resync_interval', interval), None
+    return None, '%ds' % (ms // _MS_PER_SECOND) if ms % _MS_PER_SECOND == 0 else '%dms' % ms
+
+
 def _word(problems, found):
     """The core's findings as the role's problems, each naming its variable and the host."""
     for kind, option, detail in found:
@@ -391,8 +413,10 @@ def role_args(values: Mapping[str, object], host: str, spec: Mapping[str, dict] 
     facts = _normalise(typed, problems) if present else {}
     if present:
         _role_checks(typed, problems)
-    found, timer = policy_findings.check(_options(typed, facts), _bad_options(problems), present=present)
-    _word(problems, found)
+    found = policy_findings.check(_options(typed, facts), _bad_options(problems), present=present)
+    timing, timer = _timer(typed['ip_masq_resync_interval']) if present and _ok(problems, 'ip_masq_resync_interval') \
+        else (None, None)
+    _word(problems, ([timing] if timing else []) + found)
     if present and _ok(problems, 'ip_masq_audit_allow'):
         try:
             parse_allow(typed['ip_masq_audit_allow'])

@@ -11,7 +11,7 @@ words.  The controller (the role, ``plugin_utils/_role_args.py``) wants
 every problem of a host at once, each naming its role variable: it asks
 :func:`findings` once with the options as the checks left them, and words
 what comes back.  The rules are the policy's own (``policy.py``,
-``cidrs.py``, ``intervals.py``, ``golang.py``): this file only runs them
+``cidrs.py``, ``intervals.py``): this file only runs them
 over all the options together, in the order the role reports them.
 
 A finding is ``(kind, option, detail)``: ``kind`` names the rule,
@@ -23,7 +23,6 @@ Standard library only: the core runs on nodes too.
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.cidrs import over_limit
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.golang import parse_duration_ns
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.intervals import cidrs_touching
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import (
     cidr_family, extensions_given, is_interface_name, masquerade_conflicts, missing_source_families,
@@ -34,8 +33,6 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.ranges import (
 )
 
 FAMILIES = (4, 6)
-_NS_PER_SECOND = 1000000000
-_MS_PER_SECOND = 1000
 # The options whose lists an IPv6 entry needs ipv6 for, in the order reported.
 _V6_LISTS = ('exception_cidrs', 'masquerade_cidrs', 'source_cidrs')
 # The single-option rules of the core, and the options they check.
@@ -44,24 +41,6 @@ _SINGLE = (('chain', validate_chain_name), ('to_ports', parse_to_ports))
 
 def _v6(cidrs):
     return [cidr for cidr in cidrs if cidr_family(cidr) == 6]
-
-
-def _timer(interval):
-    """``(finding, timer)`` of the resync interval (a Go duration): the
-    systemd timer's OnUnitActiveSec= (whole seconds, else milliseconds), or
-    the finding that refuses it (``timer`` then None)."""
-    try:
-        ns = parse_duration_ns(interval)
-    except MasqError as exc:
-        return ('duration', 'resync_interval', exc.msg), None
-    if not ns > 0:
-        return ('not_positive', 'resync_interval', interval), None
-    # As the go_duration filter gives seconds (whole: an int), then in milliseconds.
-    seconds = ns // _NS_PER_SECOND if ns % _NS_PER_SECOND == 0 else ns / _NS_PER_SECOND
-    ms = int(round(seconds * _MS_PER_SECOND))
-    if ms <= 0:
-        return ('under_a_millisecond', 'resync_interval', interval), None
-    return None, '%ds' % (ms // _MS_PER_SECOND) if ms % _MS_PER_SECOND == 0 else '%dms' % ms
 
 
 def single(options, bad=()):
@@ -77,17 +56,14 @@ def single(options, bad=()):
 
 
 def check(o, bad=(), present=True):
-    """``(findings, timer)``: every finding of the options ``o`` (name ->
-    value; the CIDR lists canonical, None where a list was refused), in the
-    order reported, and the resync timer's value (None where refused).
+    """Every finding of the options ``o`` (name -> value; the CIDR lists
+    canonical, None where a list was refused), in the order reported.
     ``bad``: the options already refused on their own (their rules are not
     run again, nor those that need them).  With ``present`` false (the
     policy is being removed) only the chain's name matters."""
     if not present:
-        return single({'chain': o['chain']}, bad), None
-    found = _combinations(o, bad) + single(o, bad)
-    timing, timer = _timer(o['resync_interval']) if 'resync_interval' not in bad else (None, None)
-    return ([timing] if timing else []) + found, timer
+        return single({'chain': o['chain']}, bad)
+    return _combinations(o, bad) + single(o, bad)
 
 
 def _combinations(o, bad):

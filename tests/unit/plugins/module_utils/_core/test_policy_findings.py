@@ -36,9 +36,8 @@ CASES = [
 
 @pytest.mark.parametrize('given, kinds', CASES)
 def test_each_rule_is_found_and_the_policy_refuses_the_same(given, kinds):
-    found, timer = policy_findings.check(options(**given))
+    found = policy_findings.check(options(**given))
     assert [f[0] for f in found] == kinds
-    assert timer == '60s'
     built = dict((k, v) for k, v in options(**given).items() if k in POLICY_OPTIONS)
     if kinds:
         with pytest.raises(MasqError):
@@ -47,17 +46,7 @@ def test_each_rule_is_found_and_the_policy_refuses_the_same(given, kinds):
         Policy(**built)
 
 
-@pytest.mark.parametrize('interval, kind, timer', [
-    ('90s', None, '90s'), ('1500ms', None, '1500ms'), ('1m30s', None, '90s'),
-    ('0s', 'not_positive', None), ('500us', 'under_a_millisecond', None), ('soon', 'duration', None),
-])
-def test_the_resync_interval_becomes_the_timer_value_or_a_finding(interval, kind, timer):
-    found, got = policy_findings.check(options(resync_interval=interval))
-    assert [f[0] for f in found] == ([kind] if kind else [])
-    assert got == timer
-
-
 def test_refused_options_are_not_checked_again_and_removal_checks_only_the_chain():
-    assert policy_findings.check(options(out_interfaces=['eth+']), bad={'out_interfaces'})[0] == []
-    found, timer = policy_findings.check(options(chain='x y', exception_cidrs=['192.0.2.0/24']), present=False)
-    assert [(f[0], f[1]) for f in found] == [('core', 'chain')] and timer is None
+    assert policy_findings.check(options(out_interfaces=['eth+']), bad={'out_interfaces'}) == []
+    found = policy_findings.check(options(chain='x y', exception_cidrs=['192.0.2.0/24']), present=False)
+    assert [(f[0], f[1]) for f in found] == [('core', 'chain')]
