@@ -55,11 +55,13 @@ MOVES = {
     '_core/intervals.py': '_core/model/intervals.py',
     '_core/options.py': '_core/model/options.py',
     '_core/policy.py': '_core/model/policy.py',
+    '_core/policy_findings.py': '_core/model/policy_findings.py',
     '_core/ranges.py': '_core/model/ranges.py',
     # node/: the node's own services (commands, lock, files, the kernel's netlink)
     '_core/fileio.py': '_core/node/fileio.py',
     '_core/lock.py': '_core/node/lock.py',
     '_core/nfnetlink.py': '_core/node/nfnetlink.py',
+    '_core/proc.py': '_core/node/proc.py',
     '_core/runner.py': '_core/node/runner.py',
     # upstream_config/: the upstream agent's config file
     '_core/config.py': '_core/upstream_config/config.py',
