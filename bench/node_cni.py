@@ -29,7 +29,7 @@ from corelayout import core_module  # bench/, this script's directory: either la
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import cni
 
-make_run = core_module('_core.runner').make_run
+make_run = core_module('_core.node.runner').make_run
 
 CONF_DIR = '/etc/cni/net.d'
 CONTAINERD = {'cniVersion': '1.0.0', 'name': 'containerd-net%d', 'plugins': [

@@ -33,14 +33,14 @@ from nsguard import refuse_unless_own_namespace  # bench/, this script's directo
 try:
     from corelayout import core_module  # bench/, this script's directory: either layout of the core
     _ipt, _save, _policy, _sync = (core_module(name) for name in (
-        '_core.iptables',
-        '_core.iptables_save',
-        '_core.policy',
-        '_core.sync',
+        '_core.iptables_backend.chain',
+        '_core.iptables_backend.save',
+        '_core.model.policy',
+        '_core.engine.sync',
     ))
     try:
-        _rules = core_module('_core.iptables_rules')
-        _tools = core_module('_core.iptables_tools')
+        _rules = core_module('_core.iptables_backend.rules')
+        _tools = core_module('_core.iptables_backend.tools')
     except ImportError:         # a revision before iptables.py was split: all in it
         _rules = _tools = _ipt
     _masq = None

@@ -49,13 +49,13 @@ SET4 = 'nonmasq-ipv4'
 EXC4 = 'exceptions-ipv4'
 SRC4 = 'sources-ipv4'
 _backends, _nft_json, _nft, _nft_rules, _policy, _runner, _sync = (core_module(name) for name in (
-    '_core.backends',
-    '_core.nft_json',
-    '_core.nftables',
-    '_core.nftables_rules',
-    '_core.policy',
-    '_core.runner',
-    '_core.sync',
+    '_core.registry.backends',
+    '_core.nftables_backend.nft_json',
+    '_core.nftables_backend.table',
+    '_core.nftables_backend.rules',
+    '_core.model.policy',
+    '_core.node.runner',
+    '_core.engine.sync',
 ))
 RUN = _runner.make_run()
 

@@ -31,10 +31,10 @@ def node(args):
     refuse_unless_own_namespace('rule_count.py')
     from corelayout import core_module  # pylint: disable=import-outside-toplevel
     iptables, policy, sync, runner = (core_module(name) for name in (
-        '_core.iptables',
-        '_core.policy',
-        '_core.sync',
-        '_core.runner',
+        '_core.iptables_backend.chain',
+        '_core.model.policy',
+        '_core.engine.sync',
+        '_core.node.runner',
     ))
     find, make_run = runner.find, runner.make_run
 

@@ -38,9 +38,11 @@ from benchlib import CHAIN, make_cidrs, median, netlab
 
 sys.path.insert(0, benchlib.COLLECTIONS)
 from ansible_collections.ipmasq.agent.plugins.module_utils import _resync_code  # noqa: E402  pylint: disable=wrong-import-position
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import iptables_rules as _ipt_rules  # noqa: E402  pylint: disable=wrong-import-position
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import COMMENTS, Policy  # noqa: E402  pylint: disable=wrong-import-position
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.runner import make_run  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import (
+    rules as _ipt_rules,
+)  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import COMMENTS, Policy  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.runner import make_run  # noqa: E402  pylint: disable=wrong-import-position
 
 FULL_SIZES = (3, 100, 1000, 5000)
 QUICK_SIZES = (3, 100)
@@ -276,7 +278,7 @@ def part_profile(size, backend):
 # ---------------------------------------------------------------------------
 
 RESYNC_MODULES = {
-    '_core': '_core.resync',        # this tree's name; a baseline's own is corelayout.module_in's
+    '_core': '_core.agent.resync',        # this tree's name; a baseline's own is corelayout.module_in's
     '_masq': 'ansible_collections.ipmasq.agent.plugins.module_utils._masq_resync',
 }
 OLD_RESYNC_FILES = ('_masq.py', '_masq_config.py', '_masq_resync.py')
@@ -347,7 +349,7 @@ def resync_variants(workdir, cidrs, size, env, baseline=None):
                          'env': dict(env, PYTHONPATH=lib),
                          'argv': resync_argv(layout, lib) + ['--config', config, '--state-file', state,
                                                              '--log-format', 'plain']})
-    return variants, ('`python3 -S -B -c \'from ..._core.resync import main; ...\' --config FILE --state-file FILE` as '
+    return variants, ('`python3 -S -B -c \'from ..._core.agent.resync import main; ...\' --config FILE --state-file FILE` as '
                       'the role\'s unit runs it '
                       '(YAML config as the role writes it; "ours" = the core package installed by the resync_code '
                       'installer without .pyc, so compiled by every cycle; "ours, .pyc" = byte-compiled, as the role '

@@ -12,8 +12,8 @@ from ansible.module_utils.common.text.converters import to_text
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.metrics import FILE_NAME as METRICS_FILE
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry import backends
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent.metrics import FILE_NAME as METRICS_FILE
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import registry
 from ansible_collections.ipmasq.agent.plugins.module_utils._msg import role_msg
 from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import resync_root

@@ -51,8 +51,8 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.golang import parse_duration_ns
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config.golang import parse_duration_ns
 
 NAME = 'ipmasq.agent.go_duration'
 _NS_PER_SECOND = 1000000000

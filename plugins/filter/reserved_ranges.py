@@ -63,7 +63,7 @@ _value:
   elements: str
 """
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.ranges import DEFAULT_NONMASQ_CIDRS, RESERVED_RANGES
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.ranges import DEFAULT_NONMASQ_CIDRS, RESERVED_RANGES
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._cidr import check_bool, fqcn, parse_list
 
 NAME = fqcn('reserved_ranges')

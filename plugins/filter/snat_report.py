@@ -123,8 +123,8 @@ from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
 
 # The words of a drift are the resync journal's, each backend's own (drift_report), in the core.
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import DEFAULT_CHAIN
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry import backends
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.options import DEFAULT_CHAIN
 
 NAME = 'ipmasq.agent.snat_report'
 SOURCE_KEYS = ('owner', 'family', 'backend', 'table', 'chain', 'rule', 'reachable', 'allowed', 'allowed_by', 'ours')

@@ -74,7 +74,7 @@ _value:
   elements: str
 """
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import (
     NEVER_A_SOURCE, RANGE_NEEDS_TWO_ENDS, RANGE_ONE_DASH, first_never_a_source, never_a_source,
 )
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._cidr import (

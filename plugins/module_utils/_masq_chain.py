@@ -10,10 +10,10 @@
 Standard library only: this file runs on managed nodes.
 """
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.addresses import check_snat_local
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.backends import Backends, check_backend, diff_text
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import DEFAULTS, POLICY_OPTIONS
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy, validate_chain_name
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.addresses import check_snat_local
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry.backends import Backends, check_backend, diff_text
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.options import DEFAULTS, POLICY_OPTIONS
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import Policy, validate_chain_name
 from ansible_collections.ipmasq.agent.plugins.module_utils._msg import chain_msg
 
 
@@ -45,7 +45,7 @@ def apply_checked(p, policy, check_mode, diff, run, find):
     Policy once)."""
     # Imported here: sync pulls in every backend, which a caller that only
     # validates does not need.
-    from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import sync  # pylint: disable=import-outside-toplevel
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.sync import sync  # pylint: disable=import-outside-toplevel
     if policy is not None:
         check_snat_local(policy)    # the node holds the snat_to addresses, before anything is read
     backends = Backends(run, find, choice=check_backend(p['backend']))

@@ -13,7 +13,7 @@ command runner (argv lists, ``LC_ALL=C``) and tool finder, turns a
 passes the result's ``warnings`` on and adds its ``diff`` in diff mode.
 """
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
 
 ENV = {'LC_ALL': 'C', 'LANG': 'C'}
 

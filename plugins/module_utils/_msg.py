@@ -13,8 +13,8 @@ Standard library only: this file runs on managed nodes (the action imports
 it on the controller).
 """
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import DEFAULT_CHAIN
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.result_words import did, plural
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.options import DEFAULT_CHAIN
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.result_words import did, plural
 
 
 def _paths(paths, limit=3):
@@ -32,7 +32,7 @@ def chain_msg(result, check_mode):
     (``selected_backend``, ``selected_backend_reason``), so that the one
     line is all a person running it ad hoc needs."""
     # Imported here: the other lines (and the action, on the controller) need no backend.
-    from ansible_collections.ipmasq.agent.plugins.module_utils._core.backends import msg_parts  # pylint: disable=import-outside-toplevel
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry.backends import msg_parts  # pylint: disable=import-outside-toplevel
 
     present = result.get('state', 'present') == 'present'
     changed, steady = msg_parts(result, check_mode)

@@ -45,9 +45,9 @@ import re
 import shutil
 import time
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._msg import code_msg
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.transaction import (
     Failed, Plan, RemoveStep, Step, dir_steps, not_removed, reason,
 )
 
@@ -56,7 +56,7 @@ ENTRY = PACKAGE + '.resync'     # the module the unit runs
 RELATIVE = PACKAGE.replace('.', os.sep)
 TOP = 'ansible_collections'
 ROOTS = 'v'                     # <path>/v/<id>: one root per version
-IN_USE = 'resync.py'            # the file a running resync holds a shared flock on
+IN_USE = 'agent/resync.py'            # the file a running resync holds a shared flock on
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, 'O_NOFOLLOW', 0) | getattr(os, 'O_CLOEXEC', 0)
 _ID = {}                        # this process's sources and id (the code does not change while it runs)
 
@@ -134,7 +134,7 @@ def package_sources():
         if name != PACKAGE and parent:
             todo.append(parent)
         todo.extend(_imported(_statements(data, relative), name, is_package))
-    if '__init__.py' not in sources or 'resync.py' not in sources:
+    if '__init__.py' not in sources or 'agent/resync.py' not in sources:
         raise MasqError('cannot read the resync from the collection: the code to install is incomplete.')
     _ID['sources'] = sources
     return dict(sources)

@@ -10,8 +10,8 @@
 Standard library only: this file runs on managed nodes.
 """
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import DEFAULT_CHAIN
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.options import DEFAULT_CHAIN
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.node import audit
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.report import offender_lines
 from ansible_collections.ipmasq.agent.plugins.module_utils._msg import audit_msg

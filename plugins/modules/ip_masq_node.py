@@ -224,10 +224,10 @@ problems:
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.backends import installed_tools, needed_tools
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.cidrs import guard_nonmasq_cidrs
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import module_spec
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry.backends import installed_tools, needed_tools
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.cidrs import guard_nonmasq_cidrs
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.options import module_spec
 from ansible_collections.ipmasq.agent.plugins.module_utils._masq_chain import apply_checked, checked
 from ansible_collections.ipmasq.agent.plugins.module_utils._module import run_module
 from ansible_collections.ipmasq.agent.plugins.module_utils._msg import node_msg
@@ -262,7 +262,7 @@ def code_part(params, check_mode, run):
     one the controller named in the unit; a node whose payload makes another
     is refused before anything is written). Returns ``(written, removed, root)``."""
     # pylint: disable=import-outside-toplevel
-    from ansible_collections.ipmasq.agent.plugins.module_utils._core import resync  # noqa: F401 pylint: disable=unused-import
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import resync  # noqa: F401 pylint: disable=unused-import
     from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import install, package_sources, resync_root
     path = params['path']
     root = resync_root(path)

@@ -541,7 +541,7 @@ ipv6:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import module_spec
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.options import module_spec
 from ansible_collections.ipmasq.agent.plugins.module_utils._masq_chain import enforce
 from ansible_collections.ipmasq.agent.plugins.module_utils._module import run_module
 

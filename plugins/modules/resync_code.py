@@ -110,7 +110,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 # The resync and everything it imports travel in this module's payload: that
 # is the code installed.
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import resync  # noqa: F401 pylint: disable=unused-import
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import resync  # noqa: F401 pylint: disable=unused-import
 from ansible_collections.ipmasq.agent.plugins.module_utils._module import run_module
 from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import (
     install,

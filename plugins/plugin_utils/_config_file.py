@@ -5,7 +5,7 @@
 """The agent config file the ip_masq role writes, from the typed, validated
 values (never from raw variables): the upstream schema's keys, then the
 extensions that are set, each key and its order from the options table
-(``module_utils/_core/options.py``).  The node's resync reads it back with
+(``module_utils/_core/model/options.py``).  The node's resync reads it back with
 ``config.parse_config``: tests/unit/test_config_file.py holds that what is
 written is what the controller checked."""
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import OPTIONS
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.options import OPTIONS
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import LIST_FACTS
 
 HEADER = "# The Kubernetes ip-masq-agent config schema: the same file the upstream agent reads.\n"

@@ -52,12 +52,12 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.ipmasq.agent.plugins.filter.nonmasq_guard import nonmasq_guard
 from ansible_collections.ipmasq.agent.plugins.filter.snat_to import snat_to
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.allow import parse_allow
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import policy_findings
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.golang import parse_duration_ns
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import OPTIONS, POLICY_OPTIONS, role_variable
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.ranges import DEFAULT_NONMASQ_CIDRS
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import policy_findings
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config.golang import parse_duration_ns
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.options import OPTIONS, POLICY_OPTIONS, role_variable
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import Policy
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.ranges import DEFAULT_NONMASQ_CIDRS
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import registry
 from ansible_collections.ipmasq.agent.plugins.plugin_utils import _role_vars
 
@@ -286,7 +286,7 @@ def _conflict(other):
                else 'set ip_masq_nomasq_all_reserved_ranges: false'))
 
 
-# The role's words for each finding of the core (module_utils/_core/policy_findings.py):
+# The role's words for each finding of the core (module_utils/_core/model/policy_findings.py):
 # (variable, host, detail) -> (whether it refuses the variable itself, the line).
 _WORDS = {
     'v6_off': lambda v, h, d: (False, _V6_OFF % (v, h, ', '.join(d))),

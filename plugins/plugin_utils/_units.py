@@ -8,7 +8,7 @@ as ``_config_file.py`` renders the config file.
 
 The service's ExecStart passes every option the resync takes as a flag
 (``options.RESYNC_FLAG_OPTIONS``: its flag, its role variable), so the unit
-and the resync's parser (``_core/resync.py``) come from one table:
+and the resync's parser (``_core/agent/resync.py``) come from one table:
 tests/unit/test_units.py parses the ExecStart back with the resync's own
 parser and gets the policy the module builds from the same settings.
 
@@ -22,11 +22,11 @@ import re
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import resync_root
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import RESYNC_FLAG_OPTIONS
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.options import RESYNC_FLAG_OPTIONS
 
 UNIT_NAMES = ('ip-masq-agent.service', 'ip-masq-agent.timer', 'ip-masq-agent.path')
 LAST_GOOD = 'last-good-config'
-ENTRY = ('from ansible_collections.ipmasq.agent.plugins.module_utils._core.resync import main; '
+ENTRY = ('from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent.resync import main; '
          'raise SystemExit(main())')
 # A state directory systemd can make itself (StateDirectory=): one level below /var/lib.
 STATE_DIRECTORY = re.compile(r'^/var/lib/([^/]+)$')

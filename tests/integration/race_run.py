@@ -23,7 +23,7 @@ def main():
         from ansible_collections.ipmasq.agent.plugins.modules import masq_chain as entry  # noqa: E402
         sys.argv = ['masq_chain', spec['args_file']]
     else:
-        from ansible_collections.ipmasq.agent.plugins.module_utils._core import resync as entry  # noqa: E402
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import resync as entry  # noqa: E402
     if 'IMQ_READY_FD' in os.environ:     # without it: run at once (tests/integration/test_write_verify.py)
         ready = int(os.environ['IMQ_READY_FD'])
         os.write(ready, b'x')

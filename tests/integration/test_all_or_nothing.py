@@ -20,8 +20,8 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.testing import patch_module_args
 
 from ipmasq_lab import netlab
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.runner import make_run
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.runner import make_run
 from ansible_collections.ipmasq.agent.plugins.modules import ip_masq_node
 
 COLLECTIONS = os.path.join(netlab.ROOT, 'build', 'collections')
@@ -76,7 +76,7 @@ def module():
 NODE_FILES = r'''
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.testing import patch_module_args
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._files import node_files
 with patch_module_args({}):
     module = AnsibleModule(argument_spec={})
@@ -146,7 +146,7 @@ DAEMON_ENOSPC = r'''
 import hashlib, os
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.testing import patch_module_args
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.docker import docker_sync
 from ansible_collections.ipmasq.agent.plugins.module_utils._files.writer import Writer
 root, store = given['root'], given['store']
@@ -252,8 +252,8 @@ def test_a_failed_daemon_reload_names_its_part_and_what_the_run_changed(tmp_path
 ENOSPC = r'''
 import hashlib, os
 from ansible_collections.ipmasq.agent.plugins.module_utils import _resync_code
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.runner import make_run
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.runner import make_run
 lib, layout = given['lib'], given['layout']
 sources = _resync_code.package_sources()
 old = {name: data + b'# the old code\n' for name, data in sources.items()}
@@ -301,10 +301,10 @@ after = listing()
 os.unlink(ballast)
 written, removed = _resync_code.install(lib, sources, make_run(), '/usr/bin/python3')
 root = _resync_code.resync_root(lib)
-with open(os.path.join(_resync_code.package_dir(root), 'sync.py'), 'rb') as handle:
+with open(os.path.join(_resync_code.package_dir(root), 'engine/sync.py'), 'rb') as handle:
     now = handle.read()
 print(json.dumps({'failure': failure, 'same': before == after, 'before': sorted(before), 'after': sorted(after),
-                  'fifth': names[4], 'written': written, 'removed': removed, 'new': now == sources['sync.py'],
+                  'fifth': names[4], 'written': written, 'removed': removed, 'new': now == sources['engine/sync.py'],
                   'root': root, 'names': names, 'roots': sorted(os.listdir(os.path.join(lib, 'v')))}))
 '''
 

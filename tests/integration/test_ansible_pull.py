@@ -34,7 +34,7 @@ import subprocess
 import yaml
 
 from ipmasq_lab import netlab, policy_view
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.config import parse_config
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config.config import parse_config
 from test_role_sandbox import service_command
 
 ROOT = netlab.ROOT

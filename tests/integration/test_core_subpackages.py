@@ -17,9 +17,9 @@ from ipmasq_lab import netlab
 CORE = 'plugins/module_utils/_core'
 PROBE = {'probe/__init__.py': '',
          'probe/deep/__init__.py': '',
-         'probe/deep/leaf.py': 'from ansible_collections.ipmasq.agent.plugins.module_utils._core import errors\n'
+         'probe/deep/leaf.py': 'from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import errors\n'
                                'VALUE = errors.MasqError.__name__\n'}
-IMPORT = ('from ansible_collections.ipmasq.agent.plugins.module_utils._core import resync; '
+IMPORT = ('from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import resync; '
           'from ansible_collections.ipmasq.agent.plugins.module_utils._core.probe.deep import leaf; '
           'print(leaf.VALUE, resync.PROBE is leaf, leaf.__file__)')
 CONTROLLER_ROOT = ('import sys; from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import resync_root; '
@@ -48,7 +48,7 @@ def collection_with_probe(top):
         os.makedirs(os.path.dirname(os.path.join(core, name)), exist_ok=True)
         with open(os.path.join(core, name), 'w') as handle:
             handle.write(text)
-    with open(os.path.join(core, 'resync.py'), 'a') as handle:
+    with open(os.path.join(core, 'agent/resync.py'), 'a') as handle:
         handle.write('\nfrom ansible_collections.ipmasq.agent.plugins.module_utils._core.probe.deep import leaf as PROBE'
                      '  # noqa: E402\n')
 

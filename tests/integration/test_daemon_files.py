@@ -17,7 +17,7 @@ import pytest
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups import DEFAULT_BACKUP_DIR
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.docker import docker_sync
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import ORPHAN_AGE, Writer

@@ -34,8 +34,8 @@ given = json.loads(sys.argv[1])
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.node import audit
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.runner import make_run
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.runner import make_run
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import registry
 from ansible_collections.ipmasq.agent.plugins.modules import ip_masq_node
 from ipmasq_lab import daemon_probe

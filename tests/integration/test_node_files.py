@@ -11,7 +11,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.testing import patch_module_args
 
 from ipmasq_lab import netlab
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import ORPHAN_AGE
 from ansible_collections.ipmasq.agent.plugins.modules import node_files
 from test_daemon_files import immutable

@@ -1,4 +1,4 @@
-"""The node-side resync (module_utils/_core/resync.py) as systemd runs it: a real
+"""The node-side resync (module_utils/_core/agent/resync.py) as systemd runs it: a real
 process started with ``python3 -S -B -c`` from the core package installed as
 the role installs it (the resync_code module's installer), against real
 iptables (nf_tables and legacy) and real nftables inside a network namespace.
@@ -21,7 +21,7 @@ from test_resync_units import install_core
 ROOT = netlab.ROOT
 PYTHON = '/usr/bin/python3'
 # As the role's unit starts it (plugins/plugin_utils/_units.py renders it).
-ENTRY = 'from ansible_collections.ipmasq.agent.plugins.module_utils._core.resync import main; raise SystemExit(main())'
+ENTRY = 'from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent.resync import main; raise SystemExit(main())'
 TOOLS = ('iptables-save', 'iptables-restore', 'ip6tables-save', 'ip6tables-restore')
 LINK_LOCAL = '169.254.0.0/16'
 DEFAULTS = [LINK_LOCAL, '10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16']

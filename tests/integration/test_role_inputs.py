@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from ipmasq_lab import netlab, policy_view
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.config import parse_config
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config.config import parse_config
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PLAYBOOK = os.path.join(HERE, 'playbooks', 'role_sandbox.yml')

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from ipmasq_lab import netlab
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.config import parse_config
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config.config import parse_config
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLE = os.path.join(netlab.ROOT, 'inventories', 'example')

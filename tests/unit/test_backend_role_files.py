@@ -1,4 +1,4 @@
-"""The backend registry (plugins/module_utils/_core/backends.py) is the one
+"""The backend registry (plugins/module_utils/_core/registry/backends.py) is the one
 declaration of the backends: the files that cannot import it (the role's
 tasks/packages.yml and meta/argument_specs.yml, masq_chain's DOCUMENTATION
 and the options table, which ansible-doc and the role's validation read)
@@ -10,8 +10,8 @@ import jinja2
 import pytest
 import yaml
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import OPTIONS
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry import backends
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.options import OPTIONS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ROLE = os.path.join(ROOT, 'roles', 'ip_masq')

@@ -14,7 +14,7 @@ import yaml
 
 from ansible_collections.ipmasq.agent.plugins.action import ip_masq as action
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit import allow, owners
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import base, registry
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.daemon import MODES
 from ipmasq_lab import daemon_probe

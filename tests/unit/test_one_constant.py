@@ -10,7 +10,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLUGINS = os.path.join(ROOT, 'plugins')
 HOMES = {
-    'IP-MASQ-AGENT': 'plugins/module_utils/_core/options.py',
+    'IP-MASQ-AGENT': 'plugins/module_utils/_core/model/options.py',
     'CNI-': 'plugins/module_utils/_daemons/cni_names.py',
 }
 
@@ -43,7 +43,7 @@ def test_spelled_once(literal):
 
 
 def test_the_constants_are_the_table_s_and_the_daemon_s():
-    from ansible_collections.ipmasq.agent.plugins.module_utils._core import options, policy  # pylint: disable=import-outside-toplevel
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import options, policy  # pylint: disable=import-outside-toplevel
     from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import cni_names  # pylint: disable=import-outside-toplevel
     assert options.DEFAULT_CHAIN == options.BY_NAME['chain'].default == policy.DEFAULT_CHAIN == 'IP-MASQ-AGENT'
     assert cni_names.CHAIN_PREFIX == 'CNI-'

@@ -1,4 +1,4 @@
-"""The options table (plugins/module_utils/_core/options.py) is the one
+"""The options table (plugins/module_utils/_core/model/options.py) is the one
 declaration of each policy option: what is derived from it is derived, and
 the two files that stay files (the role's meta/argument_specs.yml and
 masq_chain's DOCUMENTATION, which ansible-doc reads) agree with it on every
@@ -11,8 +11,9 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import config, options
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import OPTIONS, module_spec
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config import config
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import options
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.options import OPTIONS, module_spec
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -98,7 +99,7 @@ def test_the_flag_hints_of_the_config_reader_come_from_the_table():
 def test_the_table_is_cheap_to_import():
     """The resync imports it every cycle: standard library only, nothing compiled at import."""
     code = ('import sys; sys.path.insert(0, %r); '
-            'from ansible_collections.ipmasq.agent.plugins.module_utils._core import options; '
+            'from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import options; '
             'print(sorted(m for m in ("re", "json", "collections", "ipaddress", "subprocess") if m in sys.modules))'
             % os.path.join(ROOT, 'build', 'collections'))
     out = subprocess.run([sys.executable, '-S', '-c', code], capture_output=True, text=True, check=True).stdout

@@ -16,8 +16,8 @@ import yaml
 
 from ansible_collections.ipmasq.agent.plugins.filter.nonmasq_guard import nonmasq_guard
 from ansible_collections.ipmasq.agent.plugins.filter.snat_to import snat_to
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy, is_interface_name
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import Policy, is_interface_name
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import RoleArgsError, role_args
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

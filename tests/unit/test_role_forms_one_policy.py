@@ -17,9 +17,10 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
 
 from ipmasq_lab.role_forms import given_forms
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import iptables_layout, iptables_rules, resync
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import POLICY_OPTIONS
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import layout as iptables_layout, rules as iptables_rules
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import resync
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.options import POLICY_OPTIONS
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import Policy
 from ansible_collections.ipmasq.agent.plugins.modules.ip_masq_node import chain_params
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._config_file import config_text
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import role_args

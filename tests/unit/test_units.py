@@ -1,7 +1,7 @@
 """The resync's systemd units, rendered in Python on the controller
 (plugins/plugin_utils/_units.py): byte for byte what the role's templates
 wrote (units_golden/), and their ExecStart and the resync's own command line
-(_core/resync.py) both derived from the options table, so that the policy
+(_core/agent/resync.py) both derived from the options table, so that the policy
 the resync builds from the unit's flags and the config file is the policy
 the module builds from the same settings, for every option."""
 import json
@@ -11,9 +11,11 @@ import shlex
 import pytest
 import yaml
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import iptables_layout, iptables_rules, options, resync
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import OPTIONS, POLICY_OPTIONS, RESYNC_FLAG_OPTIONS
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import layout as iptables_layout, rules as iptables_rules
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import options
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import resync
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.options import OPTIONS, POLICY_OPTIONS, RESYNC_FLAG_OPTIONS
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import Policy
 from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import resync_root
 from ansible_collections.ipmasq.agent.plugins.plugin_utils import _units
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._config_file import config_text
@@ -109,7 +111,7 @@ def test_the_unit_passes_exactly_the_table_s_flags_and_the_resync_knows_each():
 
 
 def test_usage_and_help_name_every_flag_and_the_registry_s_backends():
-    from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends  # pylint: disable=import-outside-toplevel
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry import backends  # pylint: disable=import-outside-toplevel
     usage, text = resync.usage(), resync.help_text()
     for flag in resync.flags():
         assert flag in text and (flag in usage or flag in ('--verbose', '--help')), flag

@@ -18,13 +18,13 @@ One file per concern:
 * ``node.py``: reads the node once, through the registered backends
   (``Backend.audit_read``), and only reads (:func:`audit`,
   :func:`read_only`): each backend returns what it found as neutral
-  findings (``_core/backend.py``: ``AuditFinding``), which the judge and
+  findings (``_core/engine/backend.py``: ``AuditFinding``), which the judge and
   the report read without knowing the technology they came from;
-* ``iptables.py``, ``nftables.py``: the backends' readers (what their
+* ``_core/iptables_backend/audit.py``, ``_core/nftables_backend/audit.py``: the backends' readers (what their
   ``audit_read`` calls) and the rule interpreters, over the tables as the
   core's readers parsed them (``iptables_save``, ``nft_json``), and the
   audit's words for ours there;
-* ``conds.py``: what a rule requires of a packet; ``walk.py``: which rules
+* ``_core/engine/conds.py``: what a rule requires of a packet; ``_core/engine/walk.py``: which rules
   the postrouting hook reaches;
 * ``owners.py``: who wrote a rule, decided after every backend has read
   (the readers hand over their clues, ``walk.Clues``, and import no owner:

@@ -14,7 +14,7 @@ Standard library only: this file runs on managed nodes.
 import re
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit import owners
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
 
 ALLOW_KEYS = ('owner', 'chain', 'table', 'regex', 'reason')
 

@@ -14,7 +14,7 @@ Standard library only: this file runs on managed nodes.
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.allow import parse_allow
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit import owners
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.report import make_result
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import DEFAULT_CHAIN, validate_chain_name
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import DEFAULT_CHAIN, validate_chain_name
 
 
 def judge(sources, allow):

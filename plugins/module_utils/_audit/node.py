@@ -6,7 +6,7 @@
 # NOTE: private to the ipmasq.agent collection; not a public API.
 """Reading the node, once, and only reading.
 
-Every registered backend (``_core/backends.py``: ``REGISTRY``) reads what
+Every registered backend (``_core/registry/backends.py``: ``REGISTRY``) reads what
 its own readers show (``Backend.audit_read``), in the audit's order
 (``audit_rank``), once per family and once for what belongs to no family,
 and returns what it found (``backend.AuditFinding``); the judge reads
@@ -22,11 +22,11 @@ import re
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.allow import parse_allow
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.judge import analyse
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.proc import read_proc
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import DEFAULT_CHAIN, validate_chain_name
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.xtables_kernel import chains as kernel_chains
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry import backends
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.proc import read_proc
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import DEFAULT_CHAIN, validate_chain_name
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.xtables_kernel import chains as kernel_chains
 
 INCLUDE_NFT = ('auto', 'always', 'never')
 

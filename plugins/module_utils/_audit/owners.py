@@ -21,9 +21,9 @@ Standard library only: this file runs on managed nodes.
 import ipaddress
 import re
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._audit.conds import net
-from ansible_collections.ipmasq.agent.plugins.module_utils._audit.walk import Clues
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import OUR_COMMENT_PREFIX
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.conds import net
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.walk import Clues
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import OUR_COMMENT_PREFIX
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import registry
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni_names import CHAIN_PREFIX as CNI_CHAIN_PREFIX
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.owner import Owner

@@ -13,8 +13,8 @@ Standard library only: this file runs on managed nodes.
 import collections
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit import owners
-from ansible_collections.ipmasq.agent.plugins.module_utils._audit.walk import FAMILY_NAMES, UNAUDITED
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.walk import FAMILY_NAMES, UNAUDITED
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry import backends
 
 
 def make_result(sources, chain, families, audited, notes, ours=()):

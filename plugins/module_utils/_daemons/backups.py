@@ -14,7 +14,7 @@ import json
 import os
 import time
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import ContentStep, DirStep
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.transaction import ContentStep, DirStep
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import check_abs, sha256
 
 DEFAULT_BACKUP_DIR = '/var/lib/ipmasq-agent/backup'

@@ -13,9 +13,9 @@ it in its own terms, under the writers' lock.
 Standard library only: this file runs on managed nodes.
 """
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError, one_line
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.backends import Backends
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.sync import locked
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError, one_line
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry.backends import Backends
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.sync import locked
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups import Backups
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups import DEFAULT_BACKUP_DIR, plan_restore
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import Files, check_abs, commit

@@ -44,9 +44,9 @@ Standard library only: this file runs on managed nodes.
 
 import os
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError, one_line
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import RuleMatch
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import module_spec
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError, one_line
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.backend import RuleMatch
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.options import module_spec
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import gojson
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups import Backups
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import (

@@ -32,7 +32,7 @@ Standard library only: this file runs on managed nodes.
 import json
 import os
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import atomic_write
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.fileio import atomic_write
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni_names import chain_name, comment_of
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni_network import HOST_LOCAL_DIR
 

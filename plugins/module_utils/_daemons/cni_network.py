@@ -41,7 +41,7 @@ Standard library only: this file runs on managed nodes.
 import json
 import os
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import gojson
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni_names import CONF_SUFFIXES, MASQ_KEY, MASQ_PLUGINS
 

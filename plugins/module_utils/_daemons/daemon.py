@@ -47,7 +47,7 @@ class Daemon:
     daemon left behind; state=present only), or None.
     ``report``: the editor options of ``ip_masq_<name>: report``, or None
     when report is the check-mode read alone (nothing written).
-    ``policy``: the policy options (``_core/options.py``) the editor takes as
+    ``policy``: the policy options (``_core/model/options.py``) the editor takes as
     options of the same name, from their role variables (the CNI networks:
     ``ipv6``, whether our policy covers IPv6).
     ``deprecated``: ``{old choice: new choice}`` of the role variable, still
@@ -92,7 +92,7 @@ class Daemon:
         out = dict((option, values[variable]) for variable, (option, _spec) in sorted(self.variables.items()))
         if self.policy:
             # Start-up cost: the options table loads only for a daemon that takes policy options, not with each descriptor.
-            from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import BY_NAME  # pylint: disable=import-outside-toplevel
+            from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.options import BY_NAME  # pylint: disable=import-outside-toplevel
             out.update((name, values[BY_NAME[name].role]) for name in self.policy)
         if mode == 'report' and self.report is not None:
             out.update(self.report)

@@ -14,7 +14,7 @@ import json
 import re
 import sys
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
 
 
 MAX_EDIT_ROUNDS = 32

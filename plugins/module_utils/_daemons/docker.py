@@ -18,9 +18,9 @@ import ipaddress
 import json
 import os
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import RuleMatch
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import is_interface_name
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.backend import RuleMatch
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import is_interface_name
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import (
     NFT_FAMILIES,
     bounded,

@@ -10,7 +10,7 @@
 tree in tests) and collects every change in memory: everything is read,
 planned and checked before the first byte is written, and check mode writes
 nothing.  :func:`commit` then writes the changes as one plan of
-``_core/transaction.py`` (the one the rules, ``node_files`` and the resync
+``_core/engine/transaction.py`` (the one the rules, ``node_files`` and the resync
 code use too), whose steps are, in order:
 
 1. every new text staged in a temporary file beside its target;
@@ -50,9 +50,9 @@ import hashlib
 import os
 import time
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import atomic_write, remove_quietly, write_temp
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.fileio import atomic_write, remove_quietly, write_temp
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.transaction import (
     Failed, FileStep, Plan, StageStep, Step, left_edited, reason,
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._files.inode_flags import flag_words

@@ -27,8 +27,8 @@ Standard library only: this file runs on managed nodes.
 
 import re
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import RuleMatch
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.backend import RuleMatch
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import (
     NFT_FAMILIES,
     managed_unit,

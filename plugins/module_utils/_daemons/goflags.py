@@ -13,8 +13,8 @@ Standard library only: this file runs on managed nodes.
 
 import re
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.golang import parse_bool
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config.golang import parse_bool
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.words import systemd_quote
 
 

@@ -14,7 +14,7 @@ Standard library only: this file runs on managed nodes.
 import os
 import re
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import bounded, managed_unit, restore, setup
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import commit
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.goflags import append_word, find_flag_all, fix_flags, set_arg

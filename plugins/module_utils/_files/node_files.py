@@ -27,9 +27,9 @@ import time
 
 from ansible.module_utils.common.text.converters import to_bytes, to_native, to_text
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.fileio import atomic_write, remove_quietly, write_temp
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.fileio import atomic_write, remove_quietly, write_temp
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.transaction import (
     AttrStep, DirStep, Failed, FileStep, Plan, RemoveStep, StageStep, dir_steps, left_edited, not_removed, reason,
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._files.inode_flags import flag_words

@@ -9,7 +9,7 @@
 Used by the daemon modules (``_daemons/files.py``) and ``node_files``.
 """
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
 
 
 class _Refused(Exception):

@@ -1,5 +1,5 @@
 """A backend that lives in tests/ only: the proof that the backend
-interface (plugins/module_utils/_core/backend.py) is closed.
+interface (plugins/module_utils/_core/engine/backend.py) is closed.
 
 ``probe_backend(directory, name='probe')`` makes a real, if simple, backend
 class (a ``backend.Backend``).  Its "nat table" is the directory: each
@@ -38,14 +38,14 @@ import contextlib
 import json
 import os
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._audit.conds import Cond, combine
-from ansible_collections.ipmasq.agent.plugins.module_utils._audit.walk import FAMILY_NAMES, SNAT_TARGETS, source
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import AuditFinding, AuditTable, Backend
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.drift import compare, describe
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.result_words import did, plural
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import Step
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.conds import Cond, combine
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.walk import FAMILY_NAMES, SNAT_TARGETS, source
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry import backends
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.backend import AuditFinding, AuditTable, Backend
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.drift import compare, describe
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.result_words import did, plural
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.transaction import Step
 
 
 def policy_lines(policy):

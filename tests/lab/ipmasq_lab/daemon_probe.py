@@ -37,7 +37,7 @@ def probe_sync(params, run, find, writer, check_mode=False):
     """``masquerade: false`` in probe's config file, then (remove_stale_rules)
     its nat rules once it no longer masquerades; state=absent: the file back."""
     # pylint: disable=import-outside-toplevel
-    from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import RuleMatch
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.backend import RuleMatch
     from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import remove_rules, restore, setup
     from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import check_abs, commit
     files, _unit_dirs, _env_files, backups, result = setup(params, NAME)

@@ -8,8 +8,8 @@ from hypothesis import given, settings, strategies as st
 from ansible.errors import AnsibleFilterError
 from ansible_collections.ipmasq.agent.plugins.filter import snat_to as plugin
 from ansible_collections.ipmasq.agent.plugins.filter.snat_to import snat_to
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import Policy
 
 
 def error_of(value, **options):

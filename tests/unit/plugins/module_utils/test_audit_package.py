@@ -9,12 +9,13 @@ import pytest
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.node import audit
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit import owners
-from ansible_collections.ipmasq.agent.plugins.module_utils._audit.iptables import read_nat
-from ansible_collections.ipmasq.agent.plugins.module_utils._audit.conds import Cond
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends, iptables_save, iptables_tools
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import Backend
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_tools import NftTools
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.audit import read_nat
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.conds import Cond
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry import backends
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import save as iptables_save, tools as iptables_tools
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.backend import Backend
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.tools import NftTools
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import docker_names, flannel_names
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'snat_audit_data')

@@ -11,8 +11,8 @@ import time
 import pytest
 
 from ansible_collections.ipmasq.agent.plugins.module_utils import _resync_code
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.runner import make_run
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.runner import make_run
 
 CORE = 'ansible_collections/ipmasq/agent/plugins/module_utils/_core'
 
@@ -44,10 +44,10 @@ def test_the_code_is_what_the_resync_imports_and_its_id_is_the_controllers(sourc
     """The sources are the resync and what it imports (inside functions too:
     metrics.py), each package's __init__.py; the controller's root is named
     by the same id."""
-    assert {'__init__.py', 'resync.py', 'sync.py', 'metrics.py'} <= set(sources)
+    assert {'__init__.py', 'agent/resync.py', 'engine/sync.py', 'agent/metrics.py'} <= set(sources)
     assert _resync_code.resync_root('/lib') == '/lib/v/' + _resync_code.version_id(sources)
     assert len(_resync_code.version_id(sources)) == 16
-    assert _resync_code.version_id(dict(sources, **{'sync.py': sources['sync.py'] + b'\n'})) != \
+    assert _resync_code.version_id(dict(sources, **{'engine/sync.py': sources['engine/sync.py'] + b'\n'})) != \
         _resync_code.version_id(sources)
 
 
@@ -58,7 +58,7 @@ def test_install_writes_a_root_of_its_own_and_a_run_that_changes_nothing_writes_
     assert _resync_code.install(lib, sources, make_run(), sys.executable) == (sorted(sources), [])
     root = root_of(lib, sources)
     assert os.listdir(lib) == ['v'] and os.listdir(os.path.join(lib, 'v')) == [os.path.basename(root)]
-    assert os.path.isfile(os.path.join(root, CORE, 'resync.py')) and not os.path.islink(os.path.join(root, CORE))
+    assert os.path.isfile(os.path.join(root, CORE, 'agent/resync.py')) and not os.path.islink(os.path.join(root, CORE))
     with open(os.path.join(root, CORE, '__init__.py'), 'rb') as handle:
         assert b'__path__' not in handle.read()      # no path pin: the root is never changed
     before = listing(lib, times=True)
@@ -75,8 +75,8 @@ def test_a_new_version_is_a_second_root_and_reports_what_differs_from_the_one_be
     old = dict(sources, **{'retired.py': b'# gone in the new version\n'})
     _resync_code.install(lib, old, make_run(), sys.executable)
     before = listing(lib)
-    new = dict(sources, **{'sync.py': sources['sync.py'] + b'# new\n'})
-    assert _resync_code.install(lib, new, make_run(), sys.executable) == (['sync.py'], ['retired.py'])
+    new = dict(sources, **{'engine/sync.py': sources['engine/sync.py'] + b'# new\n'})
+    assert _resync_code.install(lib, new, make_run(), sys.executable) == (['engine/sync.py'], ['retired.py'])
     after = listing(lib)
     kept = os.path.relpath(root_of(lib, old), lib)
     assert {k: v for k, v in after.items() if k.startswith(kept)} == {k: v for k, v in before.items() if k.startswith(kept)}
@@ -87,7 +87,7 @@ def test_a_failed_byte_compile_leaves_the_installed_code_as_it_was(tmp_path, sou
     lib = str(tmp_path / 'lib')
     _resync_code.install(lib, sources, make_run(), sys.executable)
     before = listing(lib)
-    changed = dict(sources, **{'sync.py': sources['sync.py'] + b'# changed\n'})
+    changed = dict(sources, **{'engine/sync.py': sources['engine/sync.py'] + b'# changed\n'})
     with pytest.raises(MasqError) as failure:
         _resync_code.install(lib, changed, make_run(), '/bin/false')
     assert failure.value.msg.startswith('cannot install the resync code in %s: /bin/false could not byte-compile it '
@@ -126,9 +126,9 @@ def test_absent_removes_every_root_and_the_flat_tree(tmp_path, sources):
 
 # ------------------------------------------------ a resync in flight, the sweep
 
-HOLD = ('import sys; from ansible_collections.ipmasq.agent.plugins.module_utils._core import resync; '
+HOLD = ('import sys; from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import resync; '
         'resync.hold_root(); print("in", flush=True); sys.stdin.readline(); '
-        'from ansible_collections.ipmasq.agent.plugins.module_utils._core import metrics; '
+        'from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import metrics; '
         'print(metrics.__file__, flush=True)')
 
 
@@ -155,7 +155,7 @@ def test_a_resync_in_flight_from_the_old_root_survives_the_switch_and_the_sweep(
     installed and a sweep ran: the sweep kept its root (its lock is held), a
     sweep after it ended removes it; the new root is never touched."""
     lib = str(tmp_path / 'lib')
-    old = dict(sources, **{'sync.py': sources['sync.py'] + b'# old\n'})
+    old = dict(sources, **{'engine/sync.py': sources['engine/sync.py'] + b'# old\n'})
     _resync_code.install(lib, old, make_run(), sys.executable)
     proc = in_flight(root_of(lib, old))
     try:
@@ -168,7 +168,7 @@ def test_a_resync_in_flight_from_the_old_root_survives_the_switch_and_the_sweep(
     finally:
         rc, out, err = finish(proc)
     assert rc == 0, err
-    assert out.strip() == os.path.join(root_of(lib, old), CORE, 'metrics.py')
+    assert out.strip() == os.path.join(root_of(lib, old), CORE, 'agent/metrics.py')
     assert _resync_code.sweep(lib, new, check_mode=True) == [root_of(lib, old)]
     assert _resync_code.sweep(lib, new) == [root_of(lib, old)]
     assert os.listdir(os.path.join(lib, 'v')) == [os.path.basename(new)]
@@ -188,7 +188,7 @@ def test_the_flat_tree_of_1_1_goes_only_when_no_process_runs_from_it(tmp_path, s
         assert os.path.isdir(os.path.join(lib, CORE))
     finally:
         rc, out, err = finish(proc)
-    assert rc == 0 and out.strip() == os.path.join(lib, CORE, 'metrics.py'), err
+    assert rc == 0 and out.strip() == os.path.join(lib, CORE, 'agent/metrics.py'), err
     assert _resync_code.sweep(lib, new) == [os.path.join(lib, 'ansible_collections', 'ipmasq', 'agent')]
     assert os.listdir(lib) == ['v']
 
@@ -200,7 +200,7 @@ def unit_with(path, root):
 
 def test_the_later_sweep_waits_until_the_unit_names_the_new_root_and_systemd_has_loaded_it(tmp_path, sources):
     lib = str(tmp_path / 'lib')
-    old = dict(sources, **{'sync.py': sources['sync.py'] + b'# old\n'})
+    old = dict(sources, **{'engine/sync.py': sources['engine/sync.py'] + b'# old\n'})
     _resync_code.install(lib, old, make_run(), sys.executable)
     _resync_code.install(lib, sources, make_run(), sys.executable)
     new = root_of(lib, sources)
@@ -251,7 +251,7 @@ def test_the_module_says_in_one_line_what_it_wrote_would_write_or_removed(tmp_pa
 
 PROBE = {'probe/__init__.py': b'',
          'probe/deep/__init__.py': b'',
-         'probe/deep/leaf.py': b'from ansible_collections.ipmasq.agent.plugins.module_utils._core import errors\n'
+         'probe/deep/leaf.py': b'from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import errors\n'
                                b'from ansible_collections.ipmasq.agent.plugins.module_utils._core.probe import near\n'
                                b'VALUE = (errors.MasqError.__name__, near.NEAR)\n',
          'probe/near.py': b'NEAR = 1\n'}

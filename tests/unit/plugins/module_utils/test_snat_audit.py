@@ -12,18 +12,19 @@ import os
 import pytest
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.allow import parse_allow
-from ansible_collections.ipmasq.agent.plugins.module_utils._audit.iptables import nat_finding
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.audit import nat_finding
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.judge import analyse
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.node import _is_read_only, audit, read_only
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.owners import HINTS, OWNERS
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit import owners
-from ansible_collections.ipmasq.agent.plugins.module_utils._audit.nftables import ruleset_finding
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.audit import ruleset_finding
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.report import offender_lines
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import parse_nft
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import iptables_rules, nft_json
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import parse_save
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.nft_json import parse_nft
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import rules as iptables_rules
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend import nft_json
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.save import parse_save
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import Policy
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'snat_audit_data')
 CHAIN = 'IP-MASQ-AGENT'

@@ -25,10 +25,12 @@ from ansible_collections.ipmasq.agent.plugins.filter import snat_report
 from ansible_collections.ipmasq.agent.plugins.module_utils import _msg, _snat_sources
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit import node as audit_node
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.report import offender_lines
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends, metrics, sync
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.lock import Lock
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry import backends
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import metrics
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine import sync
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.lock import Lock
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import Policy
 
 CHAIN = 'IP-MASQ-AGENT'
 LINES = ['ipv4 RETURN 10.0.0.0/8', 'ipv4 MASQUERADE']

@@ -1,4 +1,4 @@
-"""The agent config file reader (module_utils/_core/config.py, yamlsubset.py and
+"""The agent config file reader (module_utils/_core/upstream_config/config.py, yamlsubset.py and
 golang.py) against every form
 of the upstream config file: the seeds' JSON and YAML, capitalised keys, Go
 durations, missing, empty and invalid files, wrong types, unknown keys.  The
@@ -11,8 +11,9 @@ import pytest
 import yaml
 from hypothesis import given, settings, strategies as st
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import config, errors, golang, yamlsubset
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config import config, golang, yamlsubset
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import errors
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
 
 
 def _load_config(path):
@@ -605,7 +606,8 @@ HOSTILE = {
 _CHILD = r'''
 import json, resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import config, errors
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config import config
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import errors
 try:
     config.parse_config(sys.stdin.read())
     out = ('accepted', '')
@@ -714,7 +716,8 @@ def test_a_plain_config_is_read_without_the_heavy_standard_modules():
     import sys
     child = (
         'import sys\n'
-        'from ansible_collections.ipmasq.agent.plugins.module_utils._core import resync, config\n'
+        'from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import resync\n'
+        'from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config import config\n'
         'text = "# Ansible managed\\nnonMasqueradeCIDRs:\\n" + "".join("  - 10.%d.0.0/16\\n" % n for n in range(200))\n'
         'text += "masqLinkLocal: false\\nresyncInterval: 60s\\ncidrLimit: 300\\n"\n'
         'settings, warnings = config.parse_config(text)\n'
@@ -736,7 +739,7 @@ _ENTRIES = st.sampled_from(['10.0.0.0/8', '10.0.0.0/8', '192.168.0.0/16', '100.6
 
 
 def _cycle_outcome(text, ipv6, rule_format, reserved):
-    from ansible_collections.ipmasq.agent.plugins.module_utils._core import resync
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import resync
     try:
         settings, warnings = c.parse_config(text, ipv6=ipv6, rule_format=rule_format)
     except c.ConfigError as e:
@@ -765,7 +768,7 @@ def test_a_canonical_list_is_checked_once_with_the_same_outcome(entries, ipv6, r
 
 
 def test_the_policy_takes_a_canonical_list_as_checked_but_still_counts_it():
-    from ansible_collections.ipmasq.agent.plugins.module_utils._core import cidrs, policy
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import cidrs, policy
     settings = settings_of('nonMasqueradeCIDRs:\n  - 10.0.0.0/8\n  - 192.168.0.0/16\n')
     assert isinstance(settings['nonmasquerade_cidrs'], cidrs.CanonicalCidrs)
     assert policy.Policy(nonmasquerade_cidrs=settings['nonmasquerade_cidrs']).cidrs == {

@@ -1,10 +1,13 @@
-"""Which rules drifted (module_utils/_core/drift.py): the rules a rewrite puts
+"""Which rules drifted (module_utils/_core/engine/drift.py): the rules a rewrite puts
 back and takes out, as text. On real iptables and nft, masq_chain's
 ipv4.drift and nftables.drift are checked in tests/integration
 (test_extensions.py, the drift repairs; test_fleet_ssh.py, the fleet report)."""
 from test_nftables import IFACES, _one_interface_less, _sets_in_nft_order, listed  # pylint: disable=import-error
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends, drift, iptables_rules, nftables, nftables_rules
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry import backends
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine import drift
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import rules as iptables_rules
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend import table as nftables, rules as nftables_rules
 
 A = '-A IP-MASQ-AGENT -d 10.0.0.0/8 -m comment --comment "ip-masq-agent: x" -j RETURN'
 B = '-A IP-MASQ-AGENT -d 192.0.2.0/24 -j RETURN'

@@ -1,4 +1,4 @@
-"""fileio.read_regular / open_regular (module_utils/_core/fileio.py) on real
+"""fileio.read_regular / open_regular (module_utils/_core/node/fileio.py) on real
 files: what is not a regular file (a FIFO, a socket, a device, a directory)
 is refused at once, never waited on (issue 18, item 5).  Each read runs in a
 process of its own with a time limit, so a read that blocks fails the test
@@ -11,11 +11,11 @@ import sys
 
 import pytest
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import fileio
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.node import fileio
 
 COLLECTIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), *(['..'] * 5 + ['build', 'collections']))
 READ = ('import sys\nsys.path.insert(0, sys.argv[2])\n'
-        'from ansible_collections.ipmasq.agent.plugins.module_utils._core import fileio\n'
+        'from ansible_collections.ipmasq.agent.plugins.module_utils._core.node import fileio\n'
         'try:\n    print(repr(fileio.read_regular(sys.argv[1], 100)))\n'
         'except OSError as e:\n    print("%s %s: %s" % (type(e).__name__, e.errno, e.strerror))\n')
 

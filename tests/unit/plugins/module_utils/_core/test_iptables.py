@@ -6,8 +6,14 @@ import types
 
 import pytest
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import cidrs, errors, iptables, iptables_rules, iptables_save, iptables_tools, policy, ranges
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import sync as core_sync
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import cidrs, errors, policy, ranges
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import (
+    chain as iptables,
+    rules as iptables_rules,
+    save as iptables_save,
+    tools as iptables_tools,
+)
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine import sync as core_sync
 
 m = types.SimpleNamespace(
     MasqError=errors.MasqError, Policy=policy.Policy, RESERVED_RANGES=ranges.RESERVED_RANGES,

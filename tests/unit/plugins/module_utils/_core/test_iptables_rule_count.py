@@ -13,11 +13,17 @@ import itertools
 
 import pytest
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import iptables, iptables_layout, iptables_rules, iptables_save, policy
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import sync as core_sync
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_layout import IPTABLES_RULE_LIMIT
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import (
+    chain as iptables,
+    layout as iptables_layout,
+    rules as iptables_rules,
+    save as iptables_save,
+)
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import policy
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine import sync as core_sync
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.layout import IPTABLES_RULE_LIMIT
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import Policy
 
 CHAIN = 'IP-MASQ-AGENT'
 SUBS = ('IP-MASQ-AGENT-SOURCES', 'IP-MASQ-AGENT-POLICY', 'IP-MASQ-AGENT-REWRITE')

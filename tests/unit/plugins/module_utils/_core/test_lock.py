@@ -1,4 +1,4 @@
-"""The writers' lock (module_utils/_core/lock.py) on real files, held by real
+"""The writers' lock (module_utils/_core/node/lock.py) on real files, held by real
 processes: removing the lock file while a writer holds it must never let a
 second writer in (issue 18, item 3), and something not a regular file at
 its path is refused instead of blocking open() for ever (item 5).  Every
@@ -11,15 +11,15 @@ import time
 
 import pytest
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.lock import Lock
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.lock import Lock
 
 COLLECTIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), *(['..'] * 5 + ['build', 'collections']))
 # A writer: takes the lock, says "in", holds it until its stdin closes, says "out".
 HOLDER = (
     'import sys, time\n'
     'sys.path.insert(0, sys.argv[2])\n'
-    'from ansible_collections.ipmasq.agent.plugins.module_utils._core.lock import Lock\n'
+    'from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.lock import Lock\n'
     'with Lock(sys.argv[1], wait=float(sys.argv[3])):\n'
     '    print("in %.6f" % time.monotonic(), flush=True)\n'
     '    sys.stdin.read()\n'
@@ -157,8 +157,8 @@ def test_a_lock_path_that_is_not_a_regular_file_is_refused_not_waited_on(tmp_pat
     path = str(tmp_path / 'ipmasq-agent.lock')
     keep = make(path)
     code = ('import sys\nsys.path.insert(0, sys.argv[2])\n'
-            'from ansible_collections.ipmasq.agent.plugins.module_utils._core.lock import Lock\n'
-            'from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError\n'
+            'from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.lock import Lock\n'
+            'from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError\n'
             'try:\n    Lock(sys.argv[1], wait=1).__enter__()\nexcept MasqError as e:\n    print(e.msg)\n')
     # In a process of its own, bounded: a regression blocks in open() and fails here, not the run.
     proc = subprocess.run([sys.executable, '-c', code, path, os.path.abspath(COLLECTIONS)],

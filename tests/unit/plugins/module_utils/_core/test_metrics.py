@@ -1,4 +1,4 @@
-"""The resync's metrics file (module_utils/_core/metrics.py): rendering (read
+"""The resync's metrics file (module_utils/_core/agent/metrics.py): rendering (read
 back with the real Prometheus text-format parser), reading our own file back,
 carrying the counters over from cycle to cycle, the drift kinds the plans
 give, and the resync's handling of a file it cannot write.  The file written
@@ -10,18 +10,16 @@ import stat
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import (
-    backends,
-    iptables,
-    iptables_rules,
-    iptables_save,
-    metrics as m,
-    nftables,
-    nftables_rules,
-    policy,
-    resync as r,
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry import backends
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import (
+    chain as iptables,
+    rules as iptables_rules,
+    save as iptables_save,
 )
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import metrics as m, resync as r
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend import table as nftables, rules as nftables_rules
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import policy
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
 
 T0 = 1764000000.25
 BOOT = T0 - 3600
@@ -299,7 +297,7 @@ NFT_TABLE = [{'table': {'family': 'inet', 'name': 'ip-masq-agent'}},
 
 
 def _sync(node, choice):
-    from ansible_collections.ipmasq.agent.plugins.module_utils._core import sync  # pylint: disable=import-outside-toplevel
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine import sync  # pylint: disable=import-outside-toplevel
     b = backends.Backends(node.run, node.find, choice=choice, proc_read=lambda path: [],
                           probe=lambda questions: [[] if q[0] == 'tables' else True for q in questions])
     return sync.sync(POL, b, check_mode=True)

@@ -12,9 +12,13 @@ import struct
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import backends, intervals, nfnetlink, nftables, nftables_rules, policy, transaction
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import parse_nft
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry import backends
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import intervals, policy
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.node import nfnetlink
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend import table as nftables, rules as nftables_rules
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine import transaction
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.nft_json import parse_nft
 
 RET = 'return comment "ip-masq-agent: cluster-local traffic should not be subject to MASQUERADE"'
 MASQ = ('comment "ip-masq-agent: outbound traffic should be subject to MASQUERADE (this match must come after '

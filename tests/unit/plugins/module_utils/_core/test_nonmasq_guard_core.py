@@ -6,8 +6,8 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.ipmasq.agent.plugins.filter.nonmasq_guard import nonmasq_guard
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.cidrs import guard_nonmasq_cidrs, parse_cidrs
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.cidrs import guard_nonmasq_cidrs, parse_cidrs
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
 
 
 def core_refuses(value, **options):

@@ -7,8 +7,11 @@ import struct
 
 import pytest
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import backend_flavours, backends, policy, sync, xtables_kernel
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import flavours as backend_flavours, xtables_kernel
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry import backends
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import policy
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine import sync
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
 
 CHAIN = 'IP-MASQ-AGENT'
 JUMP = ('-A POSTROUTING -m comment --comment "ip-masq-agent: ensure nat POSTROUTING directs all non-LOCAL destination '

@@ -6,9 +6,11 @@ The behaviour on real iptables and nft: tests/integration/test_chain_rename.py."
 import errno
 import struct
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import iptables, iptables_save, nfnetlink, nftables
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import parse_nft
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import COMMENTS, Policy
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import chain as iptables, save as iptables_save
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.node import nfnetlink
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend import table as nftables
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.nft_json import parse_nft
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import COMMENTS, Policy
 
 OLD, NEW = 'IP-MASQ-AGENT', 'MY-MASQ'
 JUMP = ('-A POSTROUTING -m comment --comment "ip-masq-agent: ensure nat POSTROUTING directs all non-LOCAL destination '

@@ -10,9 +10,12 @@ import ipaddress
 
 import pytest
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import addresses, config, iptables_layout, iptables_rules, nftables_rules
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import ConfigError, MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import addresses
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config import config
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import layout as iptables_layout, rules as iptables_rules
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend import rules as nftables_rules
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import ConfigError, MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import Policy
 
 CHAIN = 'IP-MASQ-AGENT'
 NOT_LOCAL = '-m addrtype ! --dst-type LOCAL'

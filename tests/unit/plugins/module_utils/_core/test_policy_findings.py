@@ -1,4 +1,4 @@
-"""The core's findings across options (module_utils/_core/policy_findings.py),
+"""The core's findings across options (module_utils/_core/model/policy_findings.py),
 which the role words on the controller (plugin_utils/_role_args.py; its
 messages are held by tests/unit/test_role_args.py). Here: the findings are the
 policy's own rules, so where the node's Policy refuses a set of options, the
@@ -6,10 +6,10 @@ controller finds something in it too, and where it finds nothing, the Policy
 builds."""
 import pytest
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import policy_findings
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.options import OPTIONS, POLICY_OPTIONS
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.policy import Policy
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import policy_findings
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.options import OPTIONS, POLICY_OPTIONS
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import Policy
 
 DEFAULTS = dict((o.name, o.role_default) for o in OPTIONS if o.role)
 

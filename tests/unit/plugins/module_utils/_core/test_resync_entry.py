@@ -1,4 +1,4 @@
-"""The resync entry point's command line and logging (module_utils/_core/resync.py).
+"""The resync entry point's command line and logging (module_utils/_core/agent/resync.py).
 Its cycles against real iptables are in tests/integration/test_resync.py."""
 import io
 import os
@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from ansible_collections.ipmasq.agent.plugins.module_utils import _resync_code
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import resync as r
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.runner import make_run
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import resync as r
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.runner import make_run
 
 
 def test_defaults_mirror_upstream_and_the_role():
@@ -122,7 +122,7 @@ def test_the_entry_point_runs_from_the_installed_package_alone(tmp_path):
     (the core package, put there by the resync_code module's installer)."""
     written, removed = _resync_code.install(str(tmp_path), _resync_code.package_sources(), make_run(),
                                             '/usr/bin/python3')
-    assert 'resync.py' in written and removed == []
+    assert 'agent/resync.py' in written and removed == []
     assert sorted(os.listdir(str(tmp_path))) == ['v']
     assert _resync_code.install(str(tmp_path), _resync_code.package_sources(), make_run(),
                                 '/usr/bin/python3') == ([], [])

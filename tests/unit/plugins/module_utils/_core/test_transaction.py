@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.transaction import (
     DirStep, Failed, FileStep, Plan, Step, dir_steps, left_edited, not_removed, replace_all, run, undo,
 )
 

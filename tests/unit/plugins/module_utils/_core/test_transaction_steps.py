@@ -7,8 +7,8 @@ import stat
 
 import pytest
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.transaction import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.transaction import (
     AttrStep, ContentStep, DirStep, Failed, Plan, RemoveStep, Step,
 )
 

@@ -8,9 +8,17 @@ safe_load of that document).  Real iptables: tests/integration/test_upstream_par
 import pytest
 import yaml
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import cidrs, config, iptables, iptables_layout, iptables_rules, iptables_save, policy
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import resync, yamlsubset
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import ConfigError, MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import cidrs, policy
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config import config
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import (
+    chain as iptables,
+    layout as iptables_layout,
+    rules as iptables_rules,
+    save as iptables_save,
+)
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import resync
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config import yamlsubset
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import ConfigError, MasqError
 from test_config import _plain_python as plain  # pylint: disable=import-error
 
 # ip-masq-agent.go: nonMasqRuleComment, masqRuleComment.

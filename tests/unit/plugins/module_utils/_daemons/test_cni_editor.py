@@ -4,9 +4,9 @@ and which nat rules the clean-up selects.  The modules on real plugins and
 packets: tests/integration/test_cni.py."""
 import pytest
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import parse_save
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import deletion, parse_nft
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.save import parse_save
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.nft_json import deletion, parse_nft
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import cni, cni_names
 
 CONTAINERD = '''{

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import cni, files, gojson
 from ipmasq_lab import cni_runtime
 

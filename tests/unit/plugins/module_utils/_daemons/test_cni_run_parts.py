@@ -5,8 +5,8 @@ real plugins and packets: tests/integration/test_cni_run.py."""
 import json
 import os
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import one_line
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import parse_save
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import one_line
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.save import parse_save
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import cni, cni_chains, cni_names
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups import Backups
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import Files

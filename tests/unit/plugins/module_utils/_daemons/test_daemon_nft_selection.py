@@ -17,12 +17,12 @@ import os
 import pytest
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.judge import analyse
-from ansible_collections.ipmasq.agent.plugins.module_utils._audit.nftables import ruleset_finding
-from ansible_collections.ipmasq.agent.plugins.module_utils._core import sync
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.backend import RuleMatch
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.lock import Lock
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nft_json import deletion, parse_nft
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.audit import ruleset_finding
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine import sync
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.backend import RuleMatch
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.lock import Lock
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.nft_json import deletion, parse_nft
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import base, docker, flannel
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'snat_audit_data')

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_save import parse_save
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.save import parse_save
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import (
     backups, daemon_json, docker, envfile, files, flannel, goflags, kubelet, systemd, words,
 )
