@@ -89,7 +89,7 @@ written:
   returned: always
   type: list
   elements: str
-  sample: [policy.py, sync.py]
+  sample: [model/policy.py, engine/sync.py]
 removed:
   description: Files of the version before that the new one no longer has (or would not have); for
     V(state=absent), the package directory when anything was removed.

@@ -82,7 +82,7 @@ class Backups:
         return sorted(out, key=lambda r: r['path'])
 
     def steps(self, path, before, st, after, planned):
-        """The steps (``transaction.py``) that keep the original of ``path``
+        """The steps (``_core/engine/transaction.py``) that keep the original of ``path``
         before it is written: ``before`` is its text now (None: no file),
         ``st`` its stat, ``after`` what the run writes.  The original is kept
         unless ``before`` is our own last write; the record says what we

@@ -353,7 +353,7 @@ def clean_orphans(files, backups, result, check_mode):
 
 
 def _steps(files, backups, changes, copies, backup, restoring):
-    """The run's plan (``transaction.py``): the new texts staged; the
+    """The run's plan (``_core/engine/transaction.py``): the new texts staged; the
     originals kept (the backup store, the timestamped copies); the files
     replaced in order; the records of originals put back dropped."""
     keep, planned = [], set()

@@ -315,7 +315,7 @@ def _ending(broken):
 
 
 def _steps(module, items):
-    """The plan (``transaction.py``): the directories the files need, the
+    """The plan (``_core/engine/transaction.py``): the directories the files need, the
     new contents staged, the files replaced in order, then the attributes
     set and the paths of ``absent`` removed (moved aside, deleted once
     every step is written)."""
@@ -331,7 +331,7 @@ def _steps(module, items):
 
 
 def apply(module, items):
-    """Write every file, set attributes, remove paths: all or nothing (``transaction.py``)."""
+    """Write every file, set attributes, remove paths: all or nothing (``_core/engine/transaction.py``)."""
     _check_flags(items)
     writes, steps = _steps(module, items)
     try:
