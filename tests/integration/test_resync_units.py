@@ -25,8 +25,10 @@ CORE = os.path.join(netlab.ROOT, 'plugins', 'module_utils', '_core')
 PKG = 'ansible_collections/ipmasq/agent/plugins/module_utils/_core'
 # What the resync imports: the modules the role must have installed (the
 # resync_code module installs every module of the package).
-RESYNC_NEEDS = ('resync', 'config', 'yamlsubset', 'golang', 'errors', 'fileio', 'iptables', 'iptables_rules', 'iptables_tools', 'iptables_save',
-                'policy', 'cidrs', 'ranges', 'runner', 'sync', 'lock')
+RESYNC_NEEDS = ('agent/resync', 'upstream_config/config', 'upstream_config/yamlsubset', 'upstream_config/golang',
+                'model/errors', 'node/fileio', 'iptables_backend/chain', 'iptables_backend/rules', 'iptables_backend/tools',
+                'iptables_backend/save', 'model/policy', 'model/cidrs', 'model/ranges', 'node/runner', 'engine/sync',
+                'node/lock')
 
 
 def install_core(lib):
