@@ -261,6 +261,7 @@ old['retired.py'] = b'# a module the new code no longer has\n'
 if layout == 'flat':
     os.makedirs(_resync_code.package_dir(lib))
     for name, data in old.items():
+        os.makedirs(os.path.dirname(os.path.join(_resync_code.package_dir(lib), name)), exist_ok=True)
         with open(os.path.join(_resync_code.package_dir(lib), name), 'wb') as handle:
             handle.write(data)
 else:
