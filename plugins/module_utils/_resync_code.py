@@ -52,11 +52,12 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.transact
 )
 
 PACKAGE = 'ansible_collections.ipmasq.agent.plugins.module_utils._core'
-ENTRY = PACKAGE + '.resync'     # the module the unit runs
+ENTRY = PACKAGE + '.agent.resync'     # the module the unit runs (plugin_utils/_units.py)
+ENTRY_FILE = ENTRY[len(PACKAGE) + 1:].replace('.', '/') + '.py'
 RELATIVE = PACKAGE.replace('.', os.sep)
 TOP = 'ansible_collections'
 ROOTS = 'v'                     # <path>/v/<id>: one root per version
-IN_USE = 'agent/resync.py'            # the file a running resync holds a shared flock on
+IN_USE = ENTRY_FILE            # the file a running resync holds a shared flock on
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, 'O_NOFOLLOW', 0) | getattr(os, 'O_CLOEXEC', 0)
 _ID = {}                        # this process's sources and id (the code does not change while it runs)
 
@@ -134,7 +135,7 @@ def package_sources():
         if name != PACKAGE and parent:
             todo.append(parent)
         todo.extend(_imported(_statements(data, relative), name, is_package))
-    if '__init__.py' not in sources or 'agent/resync.py' not in sources:
+    if '__init__.py' not in sources or ENTRY_FILE not in sources:
         raise MasqError('cannot read the resync from the collection: the code to install is incomplete.')
     _ID['sources'] = sources
     return dict(sources)

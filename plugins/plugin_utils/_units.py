@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import resync_root
+from ansible_collections.ipmasq.agent.plugins.module_utils import _resync_code
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.options import RESYNC_FLAG_OPTIONS
 
 UNIT_NAMES = ('ip-masq-agent.service', 'ip-masq-agent.timer', 'ip-masq-agent.path')
 LAST_GOOD = 'last-good-config'
-ENTRY = ('from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent.resync import main; '
-         'raise SystemExit(main())')
+ENTRY = 'from %s import main; raise SystemExit(main())' % _resync_code.ENTRY
 # A state directory systemd can make itself (StateDirectory=): one level below /var/lib.
 STATE_DIRECTORY = re.compile(r'^/var/lib/([^/]+)$')
 
@@ -196,6 +195,6 @@ def units(values, timer_value, managed):
     """``{unit name: text}`` of the three units for the typed role variables
     ``values``; the service's PYTHONPATH names this version's root of the
     resync's code below ``ip_masq_lib_dir`` (``_resync_code.resync_root``)."""
-    return {'ip-masq-agent.service': service(values, resync_root(values['ip_masq_lib_dir']), managed),
+    return {'ip-masq-agent.service': service(values, _resync_code.resync_root(values['ip_masq_lib_dir']), managed),
             'ip-masq-agent.timer': timer(values, timer_value, managed),
             'ip-masq-agent.path': path_unit(values, managed)}

@@ -35,15 +35,17 @@ def test_the_units_are_byte_for_byte_what_the_templates_wrote(case):
     values = dict(DEFAULTS, **dict((k, v) for k, v in case.items() if k.startswith('ip_masq_')))
     got = _units.units(values, case['timer'], 'Ansible managed')
     assert sorted(got) == sorted(_units.UNIT_NAMES)
-    # One change since the templates: PYTHONPATH names this version's own root below
+    # Two changes since the templates: PYTHONPATH names this version's own root below
     # ip_masq_lib_dir (<lib>/v/<id>, issue 34), not ip_masq_lib_dir itself.
     version_root = os.path.relpath(resync_root(values['ip_masq_lib_dir']), values['ip_masq_lib_dir'])
     for name in _units.UNIT_NAMES:
         with open(os.path.join(GOLDEN, case['name'], name), encoding='utf-8') as f:
             want = f.read()
         if name == 'ip-masq-agent.service':
-            assert want.count('" "LC_ALL=C"\n') == 1
+            # And the resync's module is in the core's folders (agent/resync.py).
+            assert want.count('" "LC_ALL=C"\n') == 1 and want.count('._core.resync import main') == 1
             want = want.replace('" "LC_ALL=C"\n', '/%s" "LC_ALL=C"\n' % version_root)
+            want = want.replace('._core.resync import main', '._core.agent.resync import main')
         assert got[name] == want, name
 
 

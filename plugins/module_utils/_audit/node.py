@@ -26,7 +26,6 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry import
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.proc import read_proc
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import DEFAULT_CHAIN, validate_chain_name
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.xtables_kernel import chains as kernel_chains
 
 INCLUDE_NFT = ('auto', 'always', 'never')
 
@@ -66,7 +65,8 @@ class View:
         self.run = read_only(run, self.commands)
         self.find = find
         self.proc_read = proc_read
-        self.legacy_chains = legacy_chains or kernel_chains
+        # None: the iptables reader asks the kernel itself (xtables_kernel.chains).
+        self.legacy_chains = legacy_chains
         self.families = families
         self.include_nft = include_nft
         self.chain = chain

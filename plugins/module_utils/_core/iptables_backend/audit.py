@@ -33,6 +33,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors im
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.save import TARGET_FLAGS
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.tools import FLAVOUR_TOOLS, ON_PATH, PROC_TABLES, legacy_nat_exists
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import sub_chain_names
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.xtables_kernel import chains as kernel_chains
 
 # What removes ours from the flavour whose tools are not on PATH, by who
 # applies the policy (``report.offender_lines``' advice).
@@ -237,7 +238,7 @@ def _unread_legacy(view, family, read):
     packets pass that table too, so ours there is not only ours."""
     if 'legacy' in read or not legacy_nat_exists(view.proc_read, family):
         return []       # read, or not made: it holds nothing
-    names = view.legacy_chains(family)
+    names = (view.legacy_chains or kernel_chains)(family)
     if not names or view.chain not in names:
         return []
     tool = 'iptables-legacy' if family == 4 else 'ip6tables-legacy'

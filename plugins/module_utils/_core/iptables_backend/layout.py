@@ -14,21 +14,6 @@ Standard library only: this file runs on managed nodes.
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import PolicyTooLargeError
 
-# Names iptables refuses for a chain ("chain name may not clash with target
-# name") or that crash iptables-legacy-restore ('standard'): the verdicts,
-# the standard and error targets, and every target extension of iptables 1.8.
-RESERVED_TARGETS = frozenset((
-    'ACCEPT', 'DROP', 'QUEUE', 'RETURN', 'STANDARD', 'ERROR', 'CONTINUE', 'JUMP', 'GOTO',
-    'AUDIT', 'CHECKSUM', 'CLASSIFY', 'CLUSTERIP', 'CONNMARK', 'CONNSECMARK', 'CT', 'DNAT',
-    'DNPT', 'DSCP', 'ECN', 'HL', 'HMARK', 'IDLETIMER', 'LED', 'LOG', 'MARK', 'MASQUERADE',
-    'NAT', 'NETMAP', 'NFLOG', 'NFQUEUE', 'NOTRACK', 'RATEEST', 'REDIRECT', 'REJECT', 'SECMARK',
-    'SET', 'SNAT', 'SNPT', 'SYNPROXY', 'TCPMSS', 'TCPOPTSTRIP', 'TEE', 'TOS', 'TPROXY', 'TRACE',
-    'TTL', 'ULOG',
-))
-
-# iptables' sub-chains of a policy: kind, suffix to the chain's name.
-SUB_CHAINS = (('sources', '-SOURCES'), ('policy', '-POLICY'), ('rewrite', '-REWRITE'))
-
 # The first iptables release with MASQUERADE --random-fully.
 RANDOM_FULLY_SINCE = (1, 6, 2)
 

@@ -27,7 +27,6 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.cidrs imp
     parse_cidrs,
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.layout import RESERVED_TARGETS, SUB_CHAINS
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.intervals import (
     address_number,
     cidr_interval,
@@ -93,6 +92,21 @@ COMMENTS = {
     },
 }
 
+
+# The chain name's rule, which both backends and the role share. Names iptables refuses for a chain ("chain name may not clash with target
+# name") or that crash iptables-legacy-restore ('standard'): the verdicts,
+# the standard and error targets, and every target extension of iptables 1.8.
+RESERVED_TARGETS = frozenset((
+    'ACCEPT', 'DROP', 'QUEUE', 'RETURN', 'STANDARD', 'ERROR', 'CONTINUE', 'JUMP', 'GOTO',
+    'AUDIT', 'CHECKSUM', 'CLASSIFY', 'CLUSTERIP', 'CONNMARK', 'CONNSECMARK', 'CT', 'DNAT',
+    'DNPT', 'DSCP', 'ECN', 'HL', 'HMARK', 'IDLETIMER', 'LED', 'LOG', 'MARK', 'MASQUERADE',
+    'NAT', 'NETMAP', 'NFLOG', 'NFQUEUE', 'NOTRACK', 'RATEEST', 'REDIRECT', 'REJECT', 'SECMARK',
+    'SET', 'SNAT', 'SNPT', 'SYNPROXY', 'TCPMSS', 'TCPOPTSTRIP', 'TEE', 'TOS', 'TPROXY', 'TRACE',
+    'TTL', 'ULOG',
+))
+
+# iptables' sub-chains of a policy: kind, suffix to the chain's name.
+SUB_CHAINS = (('sources', '-SOURCES'), ('policy', '-POLICY'), ('rewrite', '-REWRITE'))
 
 def validate_chain_name(name):
     """Return ``name`` if it is a chain name iptables accepts and we may own."""
