@@ -276,6 +276,7 @@ def code_part(params, check_mode, run):
 
 def code_sweep(params, root, check_mode, reloaded, written_units, run, find):
     """The earlier versions' roots removed once the service unit names this one (``_resync_code.later_sweep``)."""
+    # Start-up cost: a node run imports only the parts it runs.
     from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import later_sweep  # pylint: disable=import-outside-toplevel
     systemctl = find('systemctl') if params.get('systemctl') else None
     return later_sweep(params['path'], root, params.get('unit'), check_mode, reloaded, written_units, run, systemctl)
@@ -309,6 +310,7 @@ def audit_params(given):
     result = ArgumentSpecValidator(SNAT_SOURCES_SPEC).validate(dict(given))
     if result.error_messages:
         raise MasqError('audit: %s. Nothing was changed.' % '; '.join(result.error_messages), failed_part='audit')
+    # Start-up cost: a node run imports only the parts it runs.
     from ansible_collections.ipmasq.agent.plugins.module_utils._audit.allow import parse_allow  # pylint: disable=import-outside-toplevel
     try:
         parse_allow(result.validated_parameters['allow'])
@@ -324,6 +326,7 @@ def _nothing_changed(msg):
 
 def daemon_params(name, options, given):
     """``given`` checked against the daemon module's argument spec, with its defaults."""
+    # Start-up cost: a node run imports only the parts it runs.
     from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import argument_spec  # pylint: disable=import-outside-toplevel
     checked = ArgumentSpecValidator(argument_spec(**options)).validate(dict(given))
     if checked.error_messages:
@@ -343,6 +346,7 @@ def daemon_names(params):
 def registered(names, where):
     """The registry's daemons (``_daemons/registry.py``), in its order; an
     unknown name of ``names`` is an error, before anything is written."""
+    # Start-up cost: a node run imports only the parts it runs.
     from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import registry  # pylint: disable=import-outside-toplevel
     unknown = [n for n in names if n not in registry.names()]
     if unknown:
@@ -355,6 +359,7 @@ def daemons_part(params, run, find, module):
     """What each daemon's module would do, in check mode (it reads, writes
     nothing, removes no rule, restarts nothing): ``{name: {...}}``."""
     out = {}
+    # Start-up cost: a node run imports only the parts it runs.
     from ansible_collections.ipmasq.agent.plugins.module_utils._files.writer import Writer  # pylint: disable=import-outside-toplevel
     required, report = params.get('required') or [], params.get('report') or []
     for daemon in registered(daemon_names(params), 'daemons'):
@@ -393,6 +398,7 @@ def daemons_part(params, run, find, module):
 def daemon_part(given, check, run, find, module):
     """One daemon's module run (the role's daemon step): ``given`` is
     ``{name, options}``. Its result, with the daemon's systemd ``service``."""
+    # Start-up cost: a node run imports only the parts it runs.
     from ansible_collections.ipmasq.agent.plugins.module_utils._files.writer import Writer  # pylint: disable=import-outside-toplevel
     name = given.get('name')
     if not isinstance(name, str):
@@ -451,6 +457,7 @@ def node_step(module, run, find):
         registered(daemon_names(p['daemons']), 'daemons')
     audit = audit_params(p['audit']) if p['audit'] is not None else None
     if p['files'] is not None:
+        # Start-up cost: a node run imports only the parts it runs.
         from ansible_collections.ipmasq.agent.plugins.module_utils._files import node_files  # pylint: disable=import-outside-toplevel
         files = part('files', lambda: node_files.manage(p['files'], check, diff, run, find, module))
         result['diff'].extend(files.pop('diff', None) or [])
@@ -511,7 +518,9 @@ def node_step(module, run, find):
         done.append('daemon')
     if p['audit'] is not None and not result['packages_needed'] and not result['daemons_needed']:
         # pylint: disable=import-outside-toplevel
+        # Start-up cost: a node run imports only the parts it runs.
         from ansible_collections.ipmasq.agent.plugins.module_utils._audit.report import offender_lines
+        # Start-up cost, likewise.
         from ansible_collections.ipmasq.agent.plugins.module_utils._snat_sources import inspect
         # Check mode's advice says what this run would do where its policy step would write.
         would = check and bool((result['chain'] or {}).get('changed'))

@@ -229,3 +229,23 @@ def test_checker_sees_a_cycle_and_a_relative_import():
     }
     assert cycles(graph) == [['module_utils._audit.owners', 'module_utils._audit.walk']]
     assert against_rule(graph, RULE) == []
+
+
+def test_every_import_inside_a_function_says_why(graph):
+    """An import of ours inside a function is there for start-up cost (a
+    module a run rarely needs) and says so on its line or the line above;
+    never to dodge a cycle (there is none: test_no_import_cycle)."""
+    modules = source_modules()
+    bare = []
+    for module, path in sorted(modules.items()):
+        with open(path, encoding='utf-8') as handle:
+            text = handle.read()
+        lines = text.splitlines()
+        late = set(node.lineno for func in ast.walk(ast.parse(text)) if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef))
+                   for node in ast.walk(func) if isinstance(node, (ast.Import, ast.ImportFrom)))
+        for line in sorted(set(line for line, _target in graph[module]) & late):
+            said = [part.split('#', 1)[1] for part in (lines[line - 1], lines[line - 2] if line > 1 else '') if '#' in part]
+            reason = ' '.join(said).replace('pylint: disable=import-outside-toplevel', '').strip()
+            if not reason or 'cycle' in reason.lower():
+                bare.append('%s:%d' % (os.path.relpath(path, os.path.dirname(PLUGINS)), line))
+    assert not bare, 'imports inside functions with no stated reason: %s' % bare
