@@ -300,3 +300,20 @@ def test_one_interface_name_rule(name):
     import re
     regex = isinstance(name, str) and bool(re.match(r'^[A-Za-z0-9_.][A-Za-z0-9_.-]{0,14}\Z', name)) and name not in ('.', '..')
     assert is_interface_name(name) == regex
+
+
+@pytest.mark.parametrize('interval, timer', [
+    ('60s', '60s'), ('90s', '90s'), ('1m30s', '90s'), ('1500ms', '1500ms'), ('1.5s', '1500ms'), ('2h', '7200s'),
+    ('1ms', '1ms'), ('1500us', '2ms'),
+])
+def test_the_resync_interval_becomes_the_timer_in_whole_seconds_else_milliseconds(interval, timer):
+    assert run('timer-host', ip_masq_resync_interval=interval)['timer'] == timer
+
+
+@pytest.mark.parametrize('interval, words', [
+    ('0s', 'is not a positive Go duration'), ('-1s', 'is not a positive Go duration'),
+    ('500us', 'is shorter than a millisecond'), ('soon', 'soon'),
+])
+def test_a_resync_interval_that_gives_no_timer_is_refused_naming_it(interval, words):
+    message = refusal('timer-host', {'ip_masq_resync_interval': interval})
+    assert message.startswith('ip_masq_resync_interval of timer-host: ') and words in message
