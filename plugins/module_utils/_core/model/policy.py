@@ -93,9 +93,10 @@ COMMENTS = {
 }
 
 
-# The chain name's rule, which both backends and the role share. Names iptables refuses for a chain ("chain name may not clash with target
-# name") or that crash iptables-legacy-restore ('standard'): the verdicts,
-# the standard and error targets, and every target extension of iptables 1.8.
+# The chain name's rule, which both backends and the role share: names
+# iptables refuses for a chain ("chain name may not clash with target name")
+# or that crash iptables-legacy-restore ('standard'): the verdicts, the
+# standard and error targets, and every target extension of iptables 1.8.
 RESERVED_TARGETS = frozenset((
     'ACCEPT', 'DROP', 'QUEUE', 'RETURN', 'STANDARD', 'ERROR', 'CONTINUE', 'JUMP', 'GOTO',
     'AUDIT', 'CHECKSUM', 'CLASSIFY', 'CLUSTERIP', 'CONNMARK', 'CONNSECMARK', 'CT', 'DNAT',
@@ -107,6 +108,7 @@ RESERVED_TARGETS = frozenset((
 
 # iptables' sub-chains of a policy: kind, suffix to the chain's name.
 SUB_CHAINS = (('sources', '-SOURCES'), ('policy', '-POLICY'), ('rewrite', '-REWRITE'))
+
 
 def validate_chain_name(name):
     """Return ``name`` if it is a chain name iptables accepts and we may own."""
