@@ -300,6 +300,7 @@ def test_the_flat_tree_of_1_1_goes_on_the_run_after_the_unit_names_the_new_root(
     flat = os.path.join(lib, PKG)
     os.makedirs(flat)
     for name, data in _resync_code.package_sources().items():
+        os.makedirs(os.path.dirname(os.path.join(flat, name)), exist_ok=True)     # the core's folders
         with open(os.path.join(flat, name), 'wb') as handle:
             handle.write(data)
     runs = []
