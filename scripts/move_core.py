@@ -201,6 +201,24 @@ def check_tree():
 # Rewriting references
 # ---------------------------------------------------------------------------
 
+def _regroup(top, items, mapping):
+    """``{package: [names]}``: each imported name of ``from <top> import
+    items`` under the package it now lives in (alias kept); a name that is
+    not a moved module stays under ``top``."""
+    groups = {}
+    for item in items:
+        name, _sep, alias = item.partition(' as ')
+        name, alias = name.strip(), alias.strip()
+        new = mapping.get('%s.%s' % (top, name))
+        if new is None:
+            groups.setdefault(top, []).append(item)
+            continue
+        new_pkg, _sep, new_name = new.rpartition('.')
+        local = alias or name
+        groups.setdefault(new_pkg, []).append(new_name if new_name == local else '%s as %s' % (new_name, local))
+    return groups
+
+
 def _from_import(mapping):
     """``from <..>(_core|_audit) import a, b as c``: each name that is a moved
     module goes to its new package (one line per package, alias kept)."""
@@ -220,17 +238,7 @@ def _from_import(mapping):
             comment = ('  #' + comment.rstrip()) if comment else ''
         items = [n.strip() for n in re.sub(r'#[^\n]*', '', names.strip('()')).replace('\n', ' ').split(',')]
         items = [n for n in items if n]
-        groups = {}
-        for item in items:
-            name, _sep, alias = item.partition(' as ')
-            name, alias = name.strip(), alias.strip()
-            new = mapping.get('%s.%s' % (top, name))
-            if new is None:
-                groups.setdefault(top, []).append(item)
-                continue
-            new_pkg, _sep, new_name = new.rpartition('.')
-            local = alias or name
-            groups.setdefault(new_pkg, []).append(new_name if new_name == local else '%s as %s' % (new_name, local))
+        groups = _regroup(top, items, mapping)
         if list(groups) == [top]:
             return match.group(0)
         indent = match.group('indent')
@@ -262,16 +270,7 @@ def rewrite_text(text, path, mapping, bare_names=True):
             return match.group(0)
         pkg = match.group('pkg')
         head, top = pkg[:-len(pkg.split('.')[-1])], pkg.split('.')[-1]
-        groups = {}
-        for item in match.group('names').split(', '):
-            name, _sep, alias = item.partition(' as ')
-            new = mapping.get('%s.%s' % (top, name))
-            if new is None:
-                groups.setdefault(top, []).append(item)
-                continue
-            new_pkg, _sep, new_name = new.rpartition('.')
-            local = alias or name
-            groups.setdefault(new_pkg, []).append(new_name if new_name == local else '%s as %s' % (new_name, local))
+        groups = _regroup(top, match.group('names').split(', '), mapping)
         if list(groups) == [top]:
             return match.group(0)
         return '; '.join('from %s%s import %s' % (head, p, ', '.join(m)) for p, m in groups.items())

@@ -166,6 +166,9 @@ class ActionModule(ActionBase):
         facts = args['facts']
         managed = self._templar.template(task_vars['ansible_managed']) if 'ansible_managed' in task_vars else None
         config = config_text(values, facts, managed or C.DEFAULT_MANAGED_STR) if facts else None
+        # The resync's units, rendered once (validate_only returns them; the files part writes them).
+        units = (_units.units(values, args['timer'], managed or C.DEFAULT_MANAGED_STR)
+                 if facts and (validate_only or values['ip_masq_resync_enabled']) else None)
         # The typed role variables: the later steps read these, never the raw ones.
         typed = dict((name, value) for name, value in args['values'].items() if name.startswith('ip_masq_'))
         present = values['ip_masq_state'] == 'present'
@@ -185,7 +188,7 @@ class ActionModule(ActionBase):
         if validate_only:
             result.update(changed=False, facts=facts, masq_chain=args['masq_chain'], config=config, settings=typed,
                           timer=args['timer'], ansible_facts=dict(facts), daemon_steps=daemon_steps,
-                          units=_units.units(values, args['timer'], managed or C.DEFAULT_MANAGED_STR) if facts else None,
+                          units=units,
                           msg='settings valid (only validated: no node contacted)')
             return result
 
@@ -218,8 +221,7 @@ class ActionModule(ActionBase):
                     xtables, writers = internal['__ip_masq_xtables_lock'], internal['__ip_masq_writers_lock']
                     files += [{'path': tmpfiles, 'content': TMPFILES.format(xtables=xtables, writers=writers)},
                               {'path': xtables, 'mode': '0600'}, {'path': writers, 'mode': '0600'}]
-                    texts = _units.units(values, args['timer'], managed or C.DEFAULT_MANAGED_STR)
-                    files += [{'path': unit_dir + '/' + name, 'content': texts[name]} for name in _units.UNIT_NAMES]
+                    files += [{'path': unit_dir + '/' + name, 'content': units[name]} for name in _units.UNIT_NAMES]
             if present:
                 query += [path for cls in backends.writers() if cls.tool for path in tool_paths(cls)]
             if not resync_on:

@@ -3,6 +3,7 @@ return values, and ansible-doc lists each of them."""
 import glob
 import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -36,15 +37,39 @@ def test_there_are_plugins():
     assert ('module', 'masq_chain') in plugins()
 
 
+_ANSI = re.compile(r'\x1b\[[0-9;]*m')
+# Each plugin's text starts '> MODULE ipmasq.agent.x (path)', or in ansible-core
+# before 2.17 '> IPMASQ.AGENT.X    (path)'.
+_HEADER = re.compile(r'^> (?:[A-Z]+ )?(ipmasq\.agent\.\w+)', re.M | re.I)
+
+
+@pytest.fixture(scope='module')
+def rendered():
+    """``{(kind, name): (json entry, text)}``: every plugin of a kind through one
+    ansible-doc call for the JSON and one for the text (two calls per plugin
+    cost a process start each); each call must still print no error or warning."""
+    out = {}
+    for kind in sorted(KINDS):
+        names = ['ipmasq.agent.' + n for k, n in plugins() if k == kind]
+        if not names:
+            continue
+        data = json.loads(doc('-t', kind, '--json', *names))
+        text = _ANSI.sub('', doc('-t', kind, *names))
+        starts = [(m.start(), m.group(1).lower()) for m in _HEADER.finditer(text)] + [(len(text), None)]
+        texts = dict((name, text[start:end]) for (start, name), (end, _next) in zip(starts, starts[1:]))
+        for name in names:
+            out[(kind, name[len('ipmasq.agent.'):])] = (data.get(name), texts.get(name, ''))
+    return out
+
+
 @pytest.mark.parametrize('kind,name', plugins(), ids=str)
-def test_plugin_renders_with_examples_and_return(kind, name):
-    data = json.loads(doc('-t', kind, '--json', 'ipmasq.agent.' + name))
-    entry = data['ipmasq.agent.' + name]
+def test_plugin_renders_with_examples_and_return(rendered, kind, name):
+    entry, text = rendered[(kind, name)]
+    assert entry, 'ansible-doc --json printed nothing for %s' % name
     assert entry['doc']['short_description']
     assert entry['doc'].get('description')
     assert entry['examples'] and entry['examples'].strip()
     assert entry['return']
-    text = doc('-t', kind, 'ipmasq.agent.' + name)
     assert 'EXAMPLES' in text
 
 

@@ -43,9 +43,9 @@ def test_the_units_are_byte_for_byte_what_the_templates_wrote(case):
             want = f.read()
         if name == 'ip-masq-agent.service':
             # And the resync's module is in the core's folders (agent/resync.py).
-            assert want.count('" "LC_ALL=C"\n') == 1 and want.count('._core.resync import main') == 1
+            assert want.count('" "LC_ALL=C"\n') == 1 and want.count('._core.resync import main') == 1  # move_core: keep
             want = want.replace('" "LC_ALL=C"\n', '/%s" "LC_ALL=C"\n' % version_root)
-            want = want.replace('._core.resync import main', '._core.agent.resync import main')
+            want = want.replace('._core.resync import main', '._core.agent.resync import main')  # move_core: keep
         assert got[name] == want, name
 
 
