@@ -167,23 +167,30 @@ sys.exit('%s: not found on PATH' % name)
 
 
 @contextlib.contextmanager
+def _shim_dir(hooks, names, shim):
+    """A temporary PATH directory holding ``hooks.json``, an empty ``calls``
+    and, for each of ``names``, an executable Python ``shim``; removed afterwards."""
+    path = tempfile.mkdtemp(prefix='imq-hook-')
+    try:
+        with open(os.path.join(path, 'hooks.json'), 'w') as handle:
+            json.dump(list(hooks), handle)
+        open(os.path.join(path, 'calls'), 'w').close()
+        for name in names:
+            script = os.path.join(path, name)
+            with open(script, 'w') as handle:
+                handle.write('#!/usr/bin/python3\n' + shim)
+            os.chmod(script, 0o700)
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def before_restore(hooks):
     """A PATH directory (put it first) whose iptables-restore and
     ip6tables-restore run ``hooks[n]`` (an argv, or None) before their
     n-th call, then the real tool: a container torn down between a run's
     read and its write, at exactly that point.  Removed afterwards."""
-    path = tempfile.mkdtemp(prefix='imq-hook-')
-    try:
-        with open(os.path.join(path, 'hooks.json'), 'w') as handle:
-            json.dump(list(hooks), handle)
-        for name in ('iptables-restore', 'ip6tables-restore'):
-            script = os.path.join(path, name)
-            with open(script, 'w') as handle:
-                handle.write('#!/usr/bin/python3\n' + _SHIM)
-            os.chmod(script, 0o700)
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
+    return _shim_dir(hooks, ('iptables-restore', 'ip6tables-restore'), _SHIM)
 
 
 # A shim of nft (before_nft_write): on its n-th call that writes (a batch
@@ -218,25 +225,13 @@ sys.exit('nft: not found on PATH')
 '''
 
 
-@contextlib.contextmanager
 def before_nft_write(hooks):
     """A PATH directory (put it first) whose nft runs ``hooks[n]`` (an argv,
     or None) before its n-th call that writes (listings pass untouched),
     then the real nft: a rule removed by its owner between a run's read and
     its transaction, at exactly that point.  Its file ``calls`` has a line
     per write (the batch's command kinds).  Removed afterwards."""
-    path = tempfile.mkdtemp(prefix='imq-hook-')
-    try:
-        with open(os.path.join(path, 'hooks.json'), 'w') as handle:
-            json.dump(list(hooks), handle)
-        open(os.path.join(path, 'calls'), 'w').close()
-        script = os.path.join(path, 'nft')
-        with open(script, 'w') as handle:
-            handle.write('#!/usr/bin/python3\n' + _NFT_SHIM)
-        os.chmod(script, 0o700)
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
+    return _shim_dir(hooks, ('nft',), _NFT_SHIM)
 
 
 def guarded(node, argv):
