@@ -26,8 +26,8 @@ Where each rule lives (one home each):
   words them for the role (:data:`_WORDS`);
 - the per-entry messages of the CIDR lists and of ``ip_masq_snat_to`` (with
   their index, what to write instead, duplicates refused, a list that covers
-  a whole family refused) are the netaddr filters' (``nonmasq_guard``,
-  ``snat_to``), called here as Python functions: only they report every bad
+  a whole family refused) are the netaddr filters' checks (``nonmasq_guard``,
+  ``snat_to``, in plugin_utils), called here as Python functions: only they report every bad
   entry at once in the words the role's users know, and only they aggregate
   a list to find the catch-all;
 - which ``ip_masq_*`` names are variables (the role's spec, the
@@ -49,8 +49,8 @@ import yaml
 from ansible.errors import AnsibleError, AnsibleFilterError
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from ansible_collections.ipmasq.agent.plugins.filter.nonmasq_guard import nonmasq_guard
-from ansible_collections.ipmasq.agent.plugins.filter.snat_to import snat_to
+from ansible_collections.ipmasq.agent.plugins.plugin_utils._nonmasq_guard import nonmasq_guard
+from ansible_collections.ipmasq.agent.plugins.plugin_utils._snat_to import snat_to
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.allow import parse_allow
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import policy_findings
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError

@@ -47,10 +47,11 @@ RULE = {
     'module_utils': _NODE_SIDE,
     'modules': _NODE_SIDE + ('doc_fragments',),
     'doc_fragments': (),
-    # The controller's side: the role's conversions reuse the filters, the
-    # filters the shared CIDR code; between these three only a cycle of
-    # modules is refused.
-    'plugin_utils': _NODE_SIDE + _CONTROLLER,
+    # The controller's side: the filters, the test plugin and the action are
+    # entry points over the controller's library (plugin_utils: the CIDR
+    # code, the list checks the role shares with its filters); the library
+    # never imports an entry point.
+    'plugin_utils': _NODE_SIDE,
     'filter': _NODE_SIDE + _CONTROLLER,
     'test': _NODE_SIDE + _CONTROLLER,
     'action': _NODE_SIDE + _CONTROLLER,

@@ -6,6 +6,7 @@ package that raises ImportError, as an uninstalled library would.
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -45,6 +46,16 @@ print(json.dumps(out))
 '''
 
 
+def built_on_cidr(path):
+    """Whether the plugin file imports plugin_utils/_cidr.py, itself or through
+    the plugin_utils module that holds its check (``_snat_to``, ...)."""
+    with open(path, encoding='utf-8') as handle:
+        names = re.findall(r'plugins\.plugin_utils\.(\w+) import', handle.read())
+    if '_cidr' in names:
+        return True
+    return any(built_on_cidr(os.path.join(ROOT, 'plugins', 'plugin_utils', name + '.py')) for name in names)
+
+
 def plugins():
     """(kind, name, uses_netaddr) of every filter and test plugin of the collection;
     the CIDR plugins are those built on plugin_utils/_cidr.py."""
@@ -53,8 +64,7 @@ def plugins():
         for path in sorted(glob.glob(os.path.join(ROOT, 'plugins', kind, '*.py'))):
             name = os.path.splitext(os.path.basename(path))[0]
             if not name.startswith('_'):
-                with open(path, encoding='utf-8') as handle:
-                    found.append((kind, name, 'plugin_utils._cidr import' in handle.read()))
+                found.append((kind, name, built_on_cidr(path)))
     return found
 
 
