@@ -30,7 +30,7 @@ A new daemon is:
 - its editor (``_daemons/<name>.py``, and a public module if users are to
   call it alone), which never imports the descriptor (the descriptor
   imports it): the names both use go in ``_daemons/<name>_names.py``
-  (test_import_cycles holds it);
+  (tests/unit/test_import_rule.py holds it);
 - its line below, in the order the role must run it;
 - then ``scripts/gen_daemons.py`` rewrites the role's argument spec,
   defaults and the docs' table, and a changelog fragment.
