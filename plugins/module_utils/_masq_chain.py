@@ -12,7 +12,7 @@ Standard library only: this file runs on managed nodes.
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.addresses import check_snat_local
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry.backends import Backends, check_backend, diff_text
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.options import DEFAULTS, POLICY_OPTIONS
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import options
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import Policy, validate_chain_name
 from ansible_collections.ipmasq.agent.plugins.module_utils._msg import chain_msg
 
@@ -21,12 +21,12 @@ def checked(params):
     """``(options, policy)``: the options with DEFAULTS for those left out,
     and the Policy they make (None for ``state: absent``, whose chain name
     is checked); raises MasqError naming the option when refused."""
-    p = dict(DEFAULTS)
+    p = dict(options.DEFAULTS)
     p.update(params)
     if p['state'] != 'present':
         validate_chain_name(p['chain'])
         return p, None
-    return p, Policy(**{key: p[key] for key in POLICY_OPTIONS})
+    return p, Policy(**{key: p[key] for key in options.POLICY_OPTIONS})
 
 
 def enforce(params, check_mode, diff, run, find):

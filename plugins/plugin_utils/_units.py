@@ -22,7 +22,7 @@ import re
 
 from ansible_collections.ipmasq.agent.plugins.module_utils import _resync_code
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.options import RESYNC_FLAG_OPTIONS
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import options
 
 UNIT_NAMES = ('ip-masq-agent.service', 'ip-masq-agent.timer', 'ip-masq-agent.path')
 LAST_GOOD = 'last-good-config'
@@ -46,14 +46,15 @@ def _specifiers(text):
 def option_args(values):
     """The ExecStart arguments of the table's resync flags, for the typed
     role variables ``values``: the values first (the policy's, then the
-    others'), then the switches (a bool None, the resync's own default, is
-    left out), then the lists (comma-separated, as the resync reads them)."""
+    others'), then the switches, then the lists (comma-separated, as the
+    resync reads them); a value None, the resync's own default, is left out."""
     values_, switches, lists = [], [], []
-    for option in sorted(RESYNC_FLAG_OPTIONS, key=lambda o: not o.module):
+    for option in sorted(options.RESYNC_FLAG_OPTIONS, key=lambda o: not o.module):
         value = values[option.role]
+        if value is None:
+            continue
         if option.type == 'bool':
-            if value is not None:
-                switches.append('%s=%s' % (option.resync_flag, 'true' if value else 'false'))
+            switches.append('%s=%s' % (option.resync_flag, 'true' if value else 'false'))
         elif option.type == 'list':
             lists.append('%s %s' % (option.resync_flag, arg(','.join(str(v) for v in value))))
         else:

@@ -78,7 +78,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy im
     parse_to_ports,
     validate_chain_name,
 )
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.options import BY_NAME, POLICY_OPTIONS, RESYNC_FLAG_OPTIONS
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import options
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.runner import find, make_run
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.sync import sync
 
@@ -169,9 +169,9 @@ def build_policy(settings, opts):
     an option the resync takes as a flag (``options.RESYNC_FLAG_OPTIONS``)
     comes from the command line, every other one from the file."""
     values = policy_options(settings)
-    for name in POLICY_OPTIONS:
+    for name in options.POLICY_OPTIONS:
         if name not in values:
-            option = BY_NAME[name]
+            option = options.BY_NAME[name]
             values[name] = getattr(opts, flag_attr(option.resync_flag)) if option.resync_flag else settings[name]
     return Policy(**values)
 
@@ -183,6 +183,10 @@ def check_flags(opts):
         parse_to_ports(opts.to_ports)
         if opts.resync_interval is not None and parse_duration_ns(opts.resync_interval) <= 0:
             raise MasqError('--resync-interval %s is not a positive duration.' % opts.resync_interval)
+        for option in options.EXTRA_OPTIONS:        # a row's own check (options.register)
+            value = getattr(opts, flag_attr(option.resync_flag)) if option.resync_flag else option.default
+            if option.check is not None and value != option.default:
+                option.check(value)
     except MasqError as e:
         raise UsageError(e.msg)
 
@@ -380,7 +384,7 @@ def flag_attr(flag):
 def _option_flags(policy):
     """The options table's resync flags: the policy's (``policy``) or the others', as ``_FIRST``'s tuples."""
     out = []
-    for option in RESYNC_FLAG_OPTIONS:
+    for option in options.RESYNC_FLAG_OPTIONS:
         if option.module != policy:
             continue
         if option.type == 'bool':

@@ -21,7 +21,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backen
     gates as policy_gates,
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.save import rule_key
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.tools import TOOLS
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.tools import ON_PATH, TOOLS
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import (
     FAMILIES,
     port_text,
@@ -38,6 +38,12 @@ MASQ_PROTOCOLS = ('tcp', 'udp', 'sctp')
 COMMENT_JUMP = ('ip-masq-agent: ensure nat POSTROUTING directs all non-LOCAL destination '
                 'traffic to our custom %s chain')
 NOT_LOCAL = '-m addrtype ! --dst-type LOCAL'
+# The rules of the options table's extra options (``options.Option.extra``):
+# option name -> ``rule(value, policy, family, chains) -> chains``, ``chains``
+# as :func:`chains` returns them (the policy's chain first, ``-A`` lines as
+# iptables-save prints them); called in the table's order for a value other
+# than the option's default, after the policy's own rules are laid out.
+OPTION_RULES = {}
 
 
 def removal_lines(rules, chains=()):
@@ -128,8 +134,12 @@ def chains(policy, family, random_fully=None):
         random_fully = bool(policy.random_fully)
     layout = IptablesLayout(policy, family)
     if not layout.split:
-        return {policy.chain: _flat_rules(policy, family, random_fully)}
-    return _split_chains(policy, family, random_fully, layout)
+        out = {policy.chain: _flat_rules(policy, family, random_fully)}
+    else:
+        out = _split_chains(policy, family, random_fully, layout)
+    for rule, value in policy.extra_rules(ON_PATH, OPTION_RULES):
+        out = rule(value, policy, family, out)
+    return out
 
 
 def _flat_rules(policy, family, random_fully):

@@ -24,10 +24,19 @@ The role's meta/argument_specs.yml and masq_chain's DOCUMENTATION stay files
 disagrees with this table on a name, type, element type, default, choice or
 version.
 
+An option whose row says ``extra=True`` needs no keyword of ``Policy``: the
+Policy keeps its value in ``Policy.extra``, checked by the row's ``check``,
+and each backend writes it by its own rule for that option (its
+``OPTION_RULES``, name -> function) while it lays out ours.  :func:`register`
+adds such a row from outside this file (a test's option,
+tests/lab/ipmasq_lab/option_probe.py) and derives every table below again;
+CONTRIBUTING.md, "Adding a policy option".
+
 Standard library only, and cheap: the resync imports this on every cycle
 (plain tuples and one small class; nothing is compiled at import).
 """
 
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.ranges import DEFAULT_NONMASQ_CIDRS
 
 
@@ -36,14 +45,21 @@ class Option:
     option has no role variable, config-file key or upstream flag;
     ``module`` is False for a setting that is no module option (the resync
     interval: the role's timer and the config file only).  ``check`` names
-    the core rule that validates the value (``policy.py`` unless said)."""
+    the core rule that validates the value (``policy.py`` unless said).
+
+    ``extra``: an option that no keyword of ``Policy`` names; the Policy
+    keeps its value in ``Policy.extra``, each backend writes it by its rule
+    (``OPTION_RULES`` of ``iptables_backend/rules.py``,
+    ``nftables_backend/rules.py``), and ``check`` is the function that
+    validates it (value -> the value to keep; MasqError naming the option)."""
 
     __slots__ = ('name', 'type', 'elements', 'default', 'choices', 'role', 'key', 'extension', 'flag',
-                 'module', 'role_default', 'check', 'doc', 'version_added', 'resync_flag', 'metavar', 'help')
+                 'module', 'role_default', 'check', 'doc', 'version_added', 'resync_flag', 'metavar', 'help',
+                 'extra')
 
     def __init__(self, name, type, default, doc, elements=None, choices=None, role=True, key=None,  # pylint: disable=redefined-builtin
                  extension=False, flag=None, module=True, role_default=None, check=None, version_added=None,
-                 resync_flag=None, metavar=None, help=None):  # pylint: disable=redefined-builtin
+                 resync_flag=None, metavar=None, help=None, extra=False):  # pylint: disable=redefined-builtin
         self.name = name
         self.type = type
         self.elements = elements
@@ -67,6 +83,7 @@ class Option:
         self.resync_flag = resync_flag or flag
         self.metavar = metavar
         self.help = help
+        self.extra = extra
 
     def spec(self):
         """The AnsibleModule/ArgumentSpecValidator entry."""
@@ -147,22 +164,66 @@ OPTIONS = (
     Option('state', 'str', 'present', 'present applies the policy; absent removes every chain and table of ours.',
            choices=('present', 'absent')),
 )
-BY_NAME = dict((option.name, option) for option in OPTIONS)
+
+
+def _derived(table):
+    """Every table derived from the options ``table`` (:data:`OPTIONS`), in
+    the order of the names they are bound to below."""
+    return (
+        dict((o.name, o) for o in table),
+        # The options the node-side resync takes as flags (the service unit's
+        # ExecStart), in the table's order; the rest it reads from the config file.
+        tuple(o for o in table if o.resync_flag),
+        # Module options that make the Policy (the rest: backend, adopt_chain, state).
+        tuple(o.name for o in table if o.module and o.name not in ('backend', 'adopt_chain', 'state')),
+        # The options the Policy keeps in ``Policy.extra``, each backend writing it by its rule.
+        tuple(o for o in table if o.extra),
+        # The config file: (file key, our name); upstream's keys, then ours.
+        tuple((o.key, o.name) for o in table if o.key and not o.extension),
+        tuple((o.key, o.name) for o in table if o.key and o.extension),
+        dict((o.name, o.default) for o in table if o.key and o.extension),
+        # The module's defaults, for a caller that leaves some out.
+        dict((o.name, o.default) for o in table if o.module),
+        # Role variable -> option, for the options the role sets.
+        dict((o.role, o) for o in table if o.role),
+    )
+
+
+(BY_NAME, RESYNC_FLAG_OPTIONS, POLICY_OPTIONS, EXTRA_OPTIONS, CONFIG_FIELDS, EXTENSION_FIELDS, EXTENSION_DEFAULTS,
+ DEFAULTS, ROLE_VARIABLES) = _derived(OPTIONS)
 # Our nat chain's (and, in lower case, our nftables table's) default name.
 DEFAULT_CHAIN = BY_NAME['chain'].default
-# The options the node-side resync takes as flags (the service unit's
-# ExecStart), in the table's order; the rest it reads from the config file.
-RESYNC_FLAG_OPTIONS = tuple(o for o in OPTIONS if o.resync_flag)
-# Module options that make the Policy (the rest: backend, adopt_chain, state).
-POLICY_OPTIONS = tuple(o.name for o in OPTIONS if o.module and o.name not in ('backend', 'adopt_chain', 'state'))
-# The config file: (file key, our name); upstream's keys, then ours.
-CONFIG_FIELDS = tuple((o.key, o.name) for o in OPTIONS if o.key and not o.extension)
-EXTENSION_FIELDS = tuple((o.key, o.name) for o in OPTIONS if o.key and o.extension)
-EXTENSION_DEFAULTS = dict((o.name, o.default) for o in OPTIONS if o.key and o.extension)
-# The module's defaults, for a caller that leaves some out.
-DEFAULTS = dict((o.name, o.default) for o in OPTIONS if o.module)
-# Role variable -> option, for the options the role sets.
-ROLE_VARIABLES = dict((o.role, o) for o in OPTIONS if o.role)
+
+
+def register(option):
+    """Add ``option``, a row with ``extra=True``, to the end of the table,
+    and derive every table again; returns the function that takes it out.
+    For an option that lives outside plugins/ (the tests'
+    ``tests/lab/ipmasq_lab/option_probe.py``, which also adds its rule to
+    each backend's ``OPTION_RULES``): the module's spec, the Policy, the
+    resync's flags, usage and help and the unit's ExecStart all read the
+    tables at call time, so this line is all the row needs.  It reaches the
+    resync by its flag: a config-file key, which the file's reader types key
+    by key (``upstream_config/config.py``), is refused here.  A caller reads
+    the tables as ``options.NAME`` (a name imported from here keeps the
+    table of before)."""
+    if (not isinstance(option, Option) or option.name in BY_NAME or not option.extra or option.key
+            or not option.module or (option.check is not None and not callable(option.check))):
+        raise MasqError('internal error: %r is not an extra option of a new name, a module option without a '
+                        'config-file key.' % (getattr(option, 'name', option),))
+    _bind(OPTIONS + (option,))
+
+    def unregister():
+        _bind(tuple(o for o in OPTIONS if o is not option))
+    return unregister
+
+
+def _bind(table):
+    global OPTIONS, BY_NAME, RESYNC_FLAG_OPTIONS, POLICY_OPTIONS, EXTRA_OPTIONS  # pylint: disable=global-statement
+    global CONFIG_FIELDS, EXTENSION_FIELDS, EXTENSION_DEFAULTS, DEFAULTS, ROLE_VARIABLES  # pylint: disable=global-statement
+    OPTIONS = table
+    (BY_NAME, RESYNC_FLAG_OPTIONS, POLICY_OPTIONS, EXTRA_OPTIONS, CONFIG_FIELDS, EXTENSION_FIELDS, EXTENSION_DEFAULTS,
+     DEFAULTS, ROLE_VARIABLES) = _derived(table)
 
 
 def module_spec(names=None):

@@ -34,6 +34,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.intervals
     merge,
     number_address,
 )
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import options as option_table
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.options import DEFAULT_CHAIN
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.ranges import LINK_LOCAL
 
@@ -385,6 +386,25 @@ def cidr_family(cidr):
     return 6 if ':' in cidr else 4
 
 
+def _extra(given):
+    """``Policy.extra`` of the options ``given`` (name -> value) beyond
+    the Policy's keywords: each one an extra option of the table, checked by
+    its row's ``check``; the other extra options at their default."""
+    for name in given:
+        option = option_table.BY_NAME.get(name)
+        if option is None or not option.extra:
+            raise MasqError('%s is not an option of the policy (%s). Nothing was changed.'
+                            % (name, 'no row of the options table names it' if option is None
+                               else 'the module takes it, the policy does not'))
+    out = {}
+    for option in option_table.EXTRA_OPTIONS:
+        value = given.get(option.name, option.default)
+        if value != option.default and option.check is not None:
+            value = option.check(value)
+        out[option.name] = value
+    return out
+
+
 class Policy:
     """The desired state, validated.
 
@@ -411,6 +431,11 @@ class Policy:
     nonMasqueradeCIDRs).  ``random_fully`` None means the format's default:
     off for docs, on for upstream where iptables supports it
     (:meth:`random_fully_where`).
+
+    ``extra``: option name -> value of every extra option of the options
+    table (``options.EXTRA_OPTIONS``; no keyword here names it), checked by
+    its row's ``check``, the default where not given; each backend writes
+    them by its own rules (:meth:`extra_rules`).
     """
 
     def __init__(self, nonmasquerade_cidrs=None, nomasq_all_reserved_ranges=False,
@@ -418,7 +443,7 @@ class Policy:
                  chain=DEFAULT_CHAIN, random_fully=None, to_ports=None,
                  jump_position='append', cidr_limit=DEFAULT_CIDR_LIMIT, rule_format='docs',
                  exception_cidrs=None, masquerade_cidrs=None, snat_to=None, snat_to_require_local=True,
-                 source_cidrs=None, out_interfaces=None):
+                 source_cidrs=None, out_interfaces=None, **extra):
         self.chain = validate_chain_name(chain)
         if jump_position not in JUMP_POSITIONS:
             raise MasqError("jump_position: %r is not one of 'append', 'first'." % (jump_position,))
@@ -475,9 +500,26 @@ class Policy:
         self.snat_to_require_local = bool(snat_to_require_local)
         self.out_interfaces = parse_interfaces(out_interfaces)
         self.sub_chains = sub_chain_names(self.chain)
+        self.extra = _extra(extra)
 
     def families(self):
         return FAMILIES if self.ipv6 else (4,)
+
+    def extra_rules(self, backend, rules):
+        """``[(rule, value)]`` for each option of :attr:`extra` set to
+        other than its default, in the table's order: its rule in ``rules``,
+        the backend ``backend``'s (option name -> function); an option that
+        backend has no rule for is refused."""
+        out = []
+        for option in option_table.EXTRA_OPTIONS:
+            value = self.extra.get(option.name, option.default)
+            if value == option.default:
+                continue
+            if option.name not in rules:
+                raise MasqError('%s: the %s backend has no rule for it; leave it out, or choose another backend. '
+                                'Nothing was changed.' % (option.name, backend))
+            out.append((rules[option.name], value))
+        return out
 
     def _check_exceptions(self):
         """Every exception lies inside the destinations that keep their

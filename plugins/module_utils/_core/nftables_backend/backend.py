@@ -27,6 +27,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backen
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.rules import (
     CHAIN,
     FAMILY,
+    NAME,
     Desired,
     delete_commands,
     render_live,
@@ -77,7 +78,7 @@ class NftState:
 class Nftables(Backend):
     """The policy in our nftables table."""
 
-    name = 'nftables'
+    name = NAME
     installed_text = 'only nft is installed'
     tools_text = 'nft'
     audit_rank = 3

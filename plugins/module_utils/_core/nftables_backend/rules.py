@@ -64,6 +64,8 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backen
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import validate_chain_name
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.ranges import LINK_LOCAL
 
+# The backend's name (``backend.Nftables.name``).
+NAME = 'nftables'
 FAMILY = 'inet'
 CHAIN = 'postrouting'
 PRIORITY = 100          # srcnat
@@ -76,6 +78,12 @@ ADDR_TYPES = {4: 'ipv4_addr', 6: 'ipv6_addr'}
 PROTOCOLS = {4: 'ip', 6: 'ip6'}
 NFPROTO = {4: 'ipv4', 6: 'ipv6'}
 MASQ_PROTOCOLS = ('tcp', 'udp', 'sctp')
+# The rules of the options table's extra options (``options.Option.extra``):
+# option name -> ``rule(value, policy, rules) -> rules``, ``rules`` the
+# chain's as ``(expr, comment, family served or None)``, libnftables JSON;
+# called in the table's order for a value other than the option's default,
+# after the policy's own rules are laid out (``Desired``).
+OPTION_RULES = {}
 
 
 def table_name(chain):
@@ -268,6 +276,8 @@ class Desired:
         else:
             rules.extend(self._rewrites([_match({'meta': {'key': 'nfproto'}}, NFPROTO[4])], None,
                                         policy.action_comment(4, kind), serves=4))
+        for rule, value in policy.extra_rules(NAME, OPTION_RULES):
+            rules = rule(value, policy, rules)
         self.rules = [(expr, comment) for expr, comment, _family in rules]
         self.rule_families = [family for _expr, _comment, family in rules]
 
