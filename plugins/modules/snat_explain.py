@@ -139,7 +139,9 @@ reason:
   type: str
   sample: 'cannot evaluate -m statistic --mode random --probability 0.50000000000, in iptables-nft nat chain POSTROUTING rule 1'
 decided_by:
-  description: The rule that decides (or at which the answer became V(unknown)); null when no rule translates the flow.
+  description:
+    - The rule that decides (or at which the answer became V(unknown)); null when no rule translates the flow, and
+      when base chains of equal priority disagree (RV(candidates)).
   returned: always
   type: dict
   contains:
@@ -168,6 +170,13 @@ decided_by:
       description: Its position in its chain, from 1.
       type: int
       sample: 4
+candidates:
+  description:
+    - When base chains of equal priority would translate the flow differently (RV(verdict) is V(unknown)), what
+      each would do, as C(verdict), C(to) and C(decided_by); the packet takes one of them. Empty otherwise.
+  returned: always
+  type: list
+  elements: dict
 path:
   description: The way the flow took, base chain by base chain in the kernel's order.
   returned: always

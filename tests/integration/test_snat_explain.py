@@ -269,7 +269,7 @@ def test_module_answers_and_reads_only():
         topo.node.exec(['nft', '-f', '-'], input=FOREIGN_NFT)
         assert not module(topo, 'masq_chain', {'backend': 'iptables'}).get('failed')
         before = (topo.nat_save(), topo.node.exec(['nft', 'list', 'ruleset']).stdout)
-        res = module(topo, 'snat_explain', {'src': POD4, 'dst': topology.EXT4, 'proto': 'udp', 'dport': '30001',
+        res = module(topo, 'snat_explain', {'src': POD4, 'dst': topology.EXT4, 'proto': 'udp', 'dport': '30101',
                                             'out_interface': 'to-ext', '_ansible_check_mode': True})
         assert not res.get('failed'), res
         assert res['verdict'] == 'masquerade' and res['changed'] is False
@@ -280,13 +280,19 @@ def test_module_answers_and_reads_only():
                                                          'ip6tables', 'ip6tables-save')
                    for c in res['commands']), res['commands']
         # Docker's rule decides for its container; kube-proxy's for marked traffic.
-        res = module(topo, 'snat_explain', {'src': POD_DOCKER, 'dst': topology.CL4, 'out_interface': 'to-cluster'})
+        res = module(topo, 'snat_explain', {'src': POD_DOCKER, 'dst': topology.CL4, 'proto': 'tcp',
+                                            'out_interface': 'to-cluster'})
         assert (res['verdict'], res['decided_by']['owner']) == ('masquerade', 'docker'), res
-        res = module(topo, 'snat_explain', {'src': POD4, 'dst': topology.CL4, 'out_interface': 'to-cluster',
-                                            'mark': '0x4000'})
+        res = module(topo, 'snat_explain', {'src': POD4, 'dst': topology.CL4, 'proto': 'icmp',
+                                            'out_interface': 'to-cluster', 'mark': '0x4000'})
         assert (res['verdict'], res['decided_by']['owner']) == ('masquerade', 'kube-proxy'), res
+        # The early nft table asks the conntrack state for a few ports: unknown, named, where it is.
+        res = module(topo, 'snat_explain', {'src': POD4, 'dst': topology.EXT4, 'proto': 'udp', 'dport': '30001',
+                                            'out_interface': 'to-ext'})
+        assert res['verdict'] == 'unknown', res
+        assert res['reason'] == 'cannot evaluate ct state new, in nft ip early chain post rule 2', res['reason']
         # Without the out interface, Docker's "! -o docker0" cannot be evaluated: unknown, named.
-        res = module(topo, 'snat_explain', {'src': POD_DOCKER, 'dst': topology.CL4})
+        res = module(topo, 'snat_explain', {'src': POD_DOCKER, 'dst': topology.CL4, 'proto': 'tcp'})
         assert res['verdict'] == 'unknown' and '! -o docker0 (no out_interface given)' in res['reason'], res
         res = module(topo, 'snat_explain', {'src': '10.244.1.2/24', 'dst': topology.CL4})
         assert res.get('failed') and "src: '10.244.1.2/24' is not an IPv4 or IPv6 address" in res['msg'], res

@@ -114,7 +114,7 @@ def explain(programs, flow, chain):
             names = ', '.join('%s %s %s' % (p.backend, p.table, p.start) for p, _t in deciding)
             result['candidates'] = [dict(verdict=t.verdict, to=t.to, decided_by=_decided_by(p, t, chain))
                                     for p, t in deciding]
-            result.update(verdict='unknown',
+            result.update(verdict='unknown', decided_by=None,
                           reason=('base chains of equal priority %d translate the flow differently (%s): the '
                                   'kernel runs them in the order they were registered, which no listing shows'
                                   % (first_program.priority, names)))

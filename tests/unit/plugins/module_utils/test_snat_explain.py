@@ -208,3 +208,30 @@ def test_unreadable_rule_is_unknown():
     flow = Flow('10.0.0.1', '1.2.3.4')
     res = explain([program], flow, CHAIN)
     assert res['verdict'] == 'unknown' and 'cannot be read' in res['reason']
+
+
+def test_goto_returns_to_the_caller_of_the_chain_that_went_there():
+    text = (HEADER_NFT + '*nat\n:POSTROUTING ACCEPT [0:0]\n:A - [0:0]\n:B - [0:0]\n'
+            '-A POSTROUTING -j A\n-A POSTROUTING -j MASQUERADE\n'
+            '-A A -g B\n-A A -j SNAT --to-source 192.0.2.1\n-A B -d 198.51.100.0/24 -j SNAT --to-source 192.0.2.2\n'
+            'COMMIT\n')
+    found = [nat_finding('iptables', 4, 'nf_tables', parse_save(text))]
+    res = ask(found, '10.244.1.2', '203.0.113.10')
+    assert res['verdict'] == 'masquerade' and res['decided_by']['chain'] == 'POSTROUTING'
+    assert [s['action'] for s in res['path']] == ['jump', 'goto', 'return', 'decide']
+    assert ask(found, '10.244.1.2', '198.51.100.9')['to'] == '192.0.2.2'
+
+
+def test_a_loop_is_cut_and_unknown():
+    text = (HEADER_NFT + '*nat\n:POSTROUTING ACCEPT [0:0]\n:A - [0:0]\n:B - [0:0]\n'
+            '-A POSTROUTING -j A\n-A A -g B\n-A B -g A\nCOMMIT\n')
+    res = ask([nat_finding('iptables', 4, 'nf_tables', parse_save(text))], '10.244.1.2', '203.0.113.10')
+    assert res['verdict'] == 'unknown' and 'a loop?' in res['reason']
+
+
+def test_equal_priority_disagreement_lists_the_candidates():
+    other = nft(data('egress_vmap.json').replace('"prio": 110', '"prio": 100'))
+    res = ask([ipt(ours_save(snat_to=['203.0.113.7'])), other], '10.244.1.2', '203.0.113.10', oif='wan0')
+    assert res['verdict'] == 'unknown' and res['decided_by'] is None
+    assert sorted((c['verdict'], c['to'], c['decided_by']['owner']) for c in res['candidates']) == \
+        [('masquerade', None, 'unknown'), ('snat', '203.0.113.7', 'ip-masq-agent')]
