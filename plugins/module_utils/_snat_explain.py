@@ -38,4 +38,3 @@ def explain(params, run, find, proc_read=None):
     result['flow'] = asked
     result['changed'] = False
     return result
-

@@ -135,8 +135,8 @@ def _jumped(path, decided):
     for step in reversed(path):
         if step['action'] in ('jump', 'goto') and step['rule'] and decided and step['chain'] != decided['chain'] \
                 and step['backend'] == decided['backend'] and step['table'] == decided['table']:
-            return ', after %s rule %d %s there' % (step['chain'], step['position'],
-                                                   'jumped' if step['action'] == 'jump' else 'went')
+            verb = 'jumped' if step['action'] == 'jump' else 'went'
+            return ', after %s rule %d %s there' % (step['chain'], step['position'], verb)
     return ''
 
 
@@ -154,4 +154,4 @@ def message(flow, result, path):
     who = OURS_WORD if owner == owners.OURS.name else owner
     what = 'MASQUERADE' if result['verdict'] == 'masquerade' else 'SNAT to %s' % result['to']
     return '%s: %s by %s (%s rule %d)%s.' % (head, what, who, decided['chain'], decided['position'],
-                                              _jumped(path, decided))
+                                             _jumped(path, decided))

@@ -153,8 +153,8 @@ def test_iptables_nft_table_is_not_read_twice():
         {'table': {'family': 'ip', 'name': 'nat'}},
         {'chain': {'family': 'ip', 'table': 'nat', 'name': 'POSTROUTING', 'type': 'nat', 'hook': 'postrouting',
                    'prio': 100, 'policy': 'accept'}},
-        {'rule': {'family': 'ip', 'table': 'nat', 'chain': 'POSTROUTING', 'expr': [{'xt': {'type': 'target',
-                                                                                          'name': 'MASQUERADE'}}]}}]}))
+        {'rule': {'family': 'ip', 'table': 'nat', 'chain': 'POSTROUTING',
+                  'expr': [{'xt': {'type': 'target', 'name': 'MASQUERADE'}}]}}]}))
     found = [ipt(ours_save()), ruleset_finding('nftables', tables)]
     res = ask(found, '10.244.1.2', '203.0.113.10')
     assert res['verdict'] == 'masquerade' and len(res['chains']) == 1
