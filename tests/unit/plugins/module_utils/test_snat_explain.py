@@ -5,7 +5,6 @@ written ones.  The explanation against real packets is
 tests/integration/test_snat_explain.py."""
 import ipaddress
 import json
-import os
 
 import pytest
 
