@@ -234,3 +234,22 @@ def test_equal_priority_disagreement_lists_the_candidates():
     assert res['verdict'] == 'unknown' and res['decided_by'] is None
     assert sorted((c['verdict'], c['to'], c['decided_by']['owner']) for c in res['candidates']) == \
         [('masquerade', None, 'unknown'), ('snat', '203.0.113.7', 'ip-masq-agent')]
+
+
+def test_ipv6_flow_reads_only_ipv6_chains():
+    found = [ipt(ours_save(family=6), family=6), ipt(ours_save(snat_to=['203.0.113.7']))]
+    local = {ipaddress.ip_address('fd00:244:1::1')}
+    res = ask(found, 'fd00:244:1::2', '2001:db8:e::10', local=local)
+    assert res['verdict'] == 'masquerade' and res['decided_by']['chain'] == CHAIN
+    assert ask(found, 'fd00:244:1::2', 'fe80::10', local=local)['verdict'] == 'unchanged'   # link-local kept
+    # An inet table's "ip saddr" match never holds for an IPv6 packet.
+    inet = nft(json.dumps({'nftables': [
+        {'table': {'family': 'inet', 'name': 'mixed'}},
+        {'chain': {'family': 'inet', 'table': 'mixed', 'name': 'post', 'type': 'nat', 'hook': 'postrouting',
+                   'prio': 50, 'policy': 'accept'}},
+        {'rule': {'family': 'inet', 'table': 'mixed', 'chain': 'post', 'expr': [
+            {'match': {'op': '!=', 'left': {'payload': {'protocol': 'ip', 'field': 'saddr'}}, 'right': '10.0.0.1'}},
+            {'masquerade': None}]}}]}))
+    res = ask([inet] + found, 'fd00:244:1::2', 'fe80::10', local=local)
+    assert res['verdict'] == 'unchanged'
+    assert ask([inet], '10.244.1.2', '203.0.113.10')['decided_by']['table'] == 'inet mixed'
