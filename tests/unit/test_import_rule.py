@@ -26,7 +26,7 @@ PREFIX = 'ansible_collections.ipmasq.agent.plugins.'
 _CORE_BASE = ('_core.model', '_core.node', '_core.engine')
 _CORE_ALL = _CORE_BASE + ('_core', '_core.upstream_config', '_core.iptables_backend', '_core.nftables_backend',
                           '_core.registry', '_core.agent')
-_NODE_SIDE = _CORE_ALL + ('_audit', '_daemons', '_files', '_msg', 'module_utils')
+_NODE_SIDE = _CORE_ALL + ('_audit', '_daemons', '_files', '_msg', '_explain', 'module_utils')
 _CONTROLLER = ('plugin_utils', 'filter', 'test')
 
 # package -> the packages it may import (besides itself)
@@ -44,6 +44,10 @@ RULE = {
     '_files': _CORE_BASE + ('_msg',),
     '_daemons': _CORE_BASE + ('_core.upstream_config', '_core.registry', '_files', '_msg'),
     '_audit': _CORE_BASE + ('_core.registry', '_daemons'),
+    # The SNAT explanation reads the node through the audit's reader (its
+    # View, every backend's audit_read) and names owners with the audit's
+    # owners; the backends evaluate their own rules (their explain.py).
+    '_explain': _CORE_BASE + ('_audit',),
     'module_utils': _NODE_SIDE,
     'modules': _NODE_SIDE + ('doc_fragments',),
     'doc_fragments': (),
@@ -64,7 +68,7 @@ def package_of(module):
     if parts[0] != 'module_utils':
         return parts[0]
     if len(parts) == 2:
-        return parts[1] if parts[1] in ('_core', '_audit', '_daemons', '_files', '_msg') else 'module_utils'
+        return parts[1] if parts[1] in ('_core', '_audit', '_daemons', '_files', '_msg', '_explain') else 'module_utils'
     if parts[1] == '_core':
         return '_core' if len(parts) == 3 and parts[2] == '__init__' else '_core.' + parts[2]
     return parts[1]

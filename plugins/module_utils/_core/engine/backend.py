@@ -76,14 +76,18 @@ class AuditTable:
     rules as the audit's source records (``_core.engine.walk.source``), those of
     ``chain`` ours; ``listed``: named in ``audited`` even without a SNAT
     rule; ``key``: the same table as another reading can show it (a finding
-    whose ``shows`` holds the key stands for it, and this one is left out)."""
+    whose ``shows`` holds the key stands for it, and this one is left out);
+    ``programs(chain)``: its nat postrouting base chains as
+    ``_core.engine.trace.Program`` objects, those of ``chain`` ours (what the
+    SNAT explanation follows a flow through; None: not explained)."""
 
-    def __init__(self, name, families, sources, listed=True, key=None):
+    def __init__(self, name, families, sources, listed=True, key=None, programs=None):
         self.name = name
         self.families = tuple(families)
         self.sources = sources
         self.listed = listed
         self.key = key
+        self.programs = programs
 
 
 class AuditFinding:

@@ -30,6 +30,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.walk imp
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.backend import AuditFinding, AuditTable
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.explain import programs
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.save import TARGET_FLAGS
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.tools import FLAVOUR_TOOLS, ON_PATH, PROC_TABLES, legacy_nat_exists
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import sub_chain_names
@@ -174,7 +175,11 @@ def nat_finding(backend, family, flavour, table):
                      'nft chains): that table is read from nft instead.' % family,)
         else:
             shows = (('ip' if family == 4 else 'ip6', 'nat'),)
-    nat = AuditTable('nat', (family,), lambda chain: audit_iptables(table, family, place, chain))
+    # A table iptables-nft cannot show whole is explained from nft's listing of it alone.
+    explained = None if table.incomplete else (
+        lambda chain: programs(table, family, place, lambda rule: IptRule(rule).cond))
+    nat = AuditTable('nat', (family,), lambda chain: audit_iptables(table, family, place, chain),
+                     programs=explained)
     return AuditFinding(backend, family, place, ON_PATH, 'IPv%d nat table (%s)' % (family, place),
                         tables=[nat], shows=shows, notes=notes)
 

@@ -22,6 +22,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.conds im
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.walk import SNAT_TARGETS, bfs, gated_before, source
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.backend import AuditFinding, AuditTable
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.explain import programs
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.nft_json import involves, render_expr, render_rule
 
 NFT_FAMILIES = {'ip': 'ipv4', 'ip6': 'ipv6', 'inet': 'inet'}
@@ -170,13 +171,18 @@ def ruleset_finding(backend, tables):
         if fam not in NFT_FAMILIES:
             continue
         found.append(AuditTable('%s %s' % (fam, name), SERVES[fam], _table_sources(t), listed=has_nat(t),
-                                key=(fam, name)))
+                                key=(fam, name), programs=_table_programs(t)))
     return AuditFinding(backend, None, backend, backend, 'nft ruleset', tables=found,
                         names='no other nat tables')
 
 
 def _table_sources(t):
     return lambda chain: audit_nft_table(t, chain)
+
+
+def _table_programs(t):
+    """The SNAT explanation's base chains of one table (``explain.programs``)."""
+    return lambda chain: programs(t, chain, SERVES[t.family], _cond)
 
 
 def read_ruleset(view, backend, nft):
