@@ -7,7 +7,10 @@
 """The ``nftables`` backend (``backend.Backend``): our own table ``inet <chain
 in lower case>``, written in one ``nft -j -f -`` transaction
 (``rules.py`` spells the table, ``table.py`` plans, ``tools.py``
-runs nft).
+runs nft).  Those three and the JSON reader are loaded at their first use:
+where the kernel says that no table of ours exists, nft is never run and a
+resync cycle (a fresh python3 that pays for every module) does not load
+them (``names.py`` is all it needs).
 
 Standard library only: this file runs on managed nodes.
 """
@@ -15,21 +18,9 @@ Standard library only: this file runs on managed nodes.
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine import drift as rule_drift
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.backend import Backend
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.nft_json import deletion
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.tools import NftTools, missing_nft
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.table import (
-    carries_our_comment,
-    plan_absent,
-    plan_present,
-    remove_others,
-    table_drift,
-)
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.rules import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.names import (
     CHAIN,
     FAMILY,
-    Desired,
-    delete_commands,
-    render_live,
     table_label,
     table_name,
 )
@@ -58,6 +49,9 @@ def _nothing_applied(call, *args):
 
 def _picks(match, tables):
     """What ``match`` picks of ``tables`` (None: the ruleset was not read), and the commands that remove it."""
+    # Start-up cost: the JSON reader is loaded only by a run that lists nft's ruleset.
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.nft_json import deletion  # pylint: disable=import-outside-toplevel
+
     picked = match.nft(tables) if tables is not None else None
     return picked, [command for _text, what in picked or () for command in deletion(what)]
 
@@ -97,10 +91,25 @@ class Nftables(Backend):
 
     def __init__(self, node):
         Backend.__init__(self, node)
-        self.nft = NftTools(node.run, node.find)
+        self.path = node.find(self.tool)
+        self._nft = None
+
+    @property
+    def nft(self):
+        """The node's nft (``tools.NftTools``), made at its first use."""
+        if self._nft is None:
+            # Start-up cost: the nft tools (and the JSON reader) are loaded only by a run that runs nft.
+            from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.tools import NftTools  # pylint: disable=import-outside-toplevel
+
+            self._nft = NftTools(self.node.run, self._found)
+        return self._nft
+
+    def _found(self, _name):
+        """nft's path, as found once in ``__init__`` (``NftTools``' ``find``)."""
+        return self.path
 
     def available(self):
-        return self.nft.available
+        return bool(self.path)
 
     def state(self, reading):
         st = reading.of.get(self.name)
@@ -143,6 +152,9 @@ class Nftables(Backend):
 
     def _list_others(self, reading, names):
         """Ours among ``names``: tables whose rules carry our comment."""
+        # Start-up cost: the planner is loaded only by a run that lists a table.
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.table import carries_our_comment  # pylint: disable=import-outside-toplevel
+
         st = self.state(reading)
         for name in names:
             table = self.nft.listing(name)
@@ -150,7 +162,10 @@ class Nftables(Backend):
                 st.others[name] = table
 
     def read(self, reading, policy):
-        if not self.nft.available:
+        if not self.available():
+            # Start-up cost: the nft tools' module (its words for a missing nft) is loaded only when needed.
+            from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.tools import missing_nft  # pylint: disable=import-outside-toplevel
+
             raise MasqError(missing_nft() + ' Nothing was changed.')
         if not self.was_read(reading):
             self._list(reading)
@@ -161,7 +176,7 @@ class Nftables(Backend):
         """Our table, listed when the kernel has it (or cannot say), and
         ours under other names."""
         st = self.state(reading)
-        if not self.nft.available:
+        if not self.available():
             st.note = 'nft not found: no nftables table to remove.'
             return
         found, names = self.node.probe([('table', FAMILY, st.name), ('tables', FAMILY)])
@@ -178,7 +193,7 @@ class Nftables(Backend):
     def candidate(self, reading, policy, tolerate):
         """auto: look where nft is installed; with ``tolerate`` (a backend
         before it was read), a listing that fails is a note."""
-        if not self.nft.available:
+        if not self.available():
             return
         try:
             self.look(reading, 'auto')
@@ -193,6 +208,11 @@ class Nftables(Backend):
                     plan.kinds if kinds is None else kinds)
 
     def plan_present(self, reading, policy, adopt):
+        # Start-up cost: the planner and the table's spelling are loaded only where nft runs.
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.table import plan_present, remove_others  # pylint: disable=import-outside-toplevel
+        # Start-up cost, as above: the table's spelling.
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.rules import delete_commands  # pylint: disable=import-outside-toplevel
+
         st = self.state(reading)
         st.plan = remove_others(plan_present(st.table, policy, adopt), st.others)
         if not st.plan.changed:
@@ -205,6 +225,9 @@ class Nftables(Backend):
         st = self.state(reading)
         if st.table is None and not st.others:
             return []
+        # Start-up cost: the planner is loaded only where there is a table of ours to delete.
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.table import plan_absent, remove_others  # pylint: disable=import-outside-toplevel
+
         st.plan = remove_others(plan_absent(st.table, st.name, adopt, strict=strict), st.others)
         return [self._step(st.plan)] if st.plan.changed else []
 
@@ -264,6 +287,9 @@ class Nftables(Backend):
     @staticmethod
     def rules_in_place(result, policy):
         """The rules of our chain that can match each family."""
+        # Start-up cost: the table's spelling is loaded only by a run that writes metrics.
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.rules import Desired  # pylint: disable=import-outside-toplevel
+
         out = {}
         for served in Desired(policy).rule_families:
             for family in policy.families() if served is None else (served,):
@@ -272,8 +298,8 @@ class Nftables(Backend):
 
     def report(self, reading, plan, policy, state, result):
         st = self.state(reading)
-        result['commands'].extend(self.nft.commands)
-        result['nft_version'] = self.nft.version
+        result['commands'].extend(self._nft.commands if self._nft is not None else ())
+        result['nft_version'] = self._nft.version if self._nft is not None else None
         nft = st.plan
         out = {'table': table_label(st.name), 'managed': reading.selected == self.name,
                'read': st.read, 'exists_before': st.table is not None,
@@ -287,9 +313,15 @@ class Nftables(Backend):
                 out['before'], out['after'] = nft.before, nft.after
                 out['transaction'] = self.nft.batch(nft.commands)
                 if nft.managed and nft.desired is not None:
-                    # Which rules and set elements the rewrite puts back or takes out.
+                    # Which rules and set elements the rewrite puts back or takes out (start-up
+                    # cost: the planner is loaded only where nft ran).
+                    from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.table import table_drift  # pylint: disable=import-outside-toplevel
+
                     out['drift'] = table_drift(nft.table, nft.desired)
             if nft.others:
+                # Start-up cost: the table's spelling is loaded only where nft ran.
+                from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.rules import render_live  # pylint: disable=import-outside-toplevel
+
                 out['others'] = [{'table': table_label(name), 'before': render_live(table)} for name, table in nft.others]
             if nft.note:
                 out['note'] = nft.note
