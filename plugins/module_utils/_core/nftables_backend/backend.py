@@ -15,7 +15,6 @@ them (``names.py`` is all it needs).
 Standard library only: this file runs on managed nodes.
 """
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine import drift as rule_drift
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.backend import Backend
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.names import (
@@ -24,7 +23,6 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backen
     table_label,
     table_name,
 )
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.result_words import did
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.transaction import Plan, Step
 
 
@@ -356,6 +354,9 @@ class Nftables(Backend):
     @staticmethod
     def msg_parts(result, check_mode, present, elsewhere):
         """``nftables table inet x written`` / ``... in place``; ``old nftables table ... removed`` later."""
+        # Start-up cost: the msg's words are loaded only by a module run (never by the resync).
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.result_words import did  # pylint: disable=import-outside-toplevel
+
         changed, steady = [], []
         nft = result.get('nftables') or {}
         table = 'nftables ' + (nft.get('table') or 'table')
@@ -389,6 +390,9 @@ class Nftables(Backend):
         found = (result.get('nftables') or {}).get('drift')
         if not found:
             return ''
+        # Start-up cost: the drift's words are loaded only by a run that repaired something.
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine import drift as rule_drift  # pylint: disable=import-outside-toplevel
+
         words = []
         if rule_drift.describe(found.get('rules') or {}):
             words.append('chain %s: %s' % (CHAIN, rule_drift.describe(found['rules'])))
@@ -401,6 +405,9 @@ class Nftables(Backend):
         """'missing' when our table did not exist before the run."""
         nft = result.get('nftables') or {}
         found = (nft.get('drift') if isinstance(nft, dict) else None) or {}
+        # Start-up cost: the drift's words are loaded only by a run that reports drift.
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine import drift as rule_drift  # pylint: disable=import-outside-toplevel
+
         words = []
         if rule_drift.describe(found.get('rules') or {}):
             words.append('nftables chain %s: %s' % (CHAIN, rule_drift.describe(found['rules'])))
