@@ -140,7 +140,9 @@ class IptablesFlavour(Backend):
             known = maybe[family]
             if self.flavour == 'legacy':
                 # Start-up cost: the kernel's xtables are asked only where legacy's tools are missing.
-                from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import xtables_kernel  # pylint: disable=import-outside-toplevel
+                from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import (  # pylint: disable=import-outside-toplevel
+                    xtables_kernel,
+                )
 
                 names = xtables_kernel.chains(family)
                 known = None if names is None else reading.chain in names

@@ -151,7 +151,9 @@ class Nftables(Backend):
     def _list_others(self, reading, names):
         """Ours among ``names``: tables whose rules carry our comment."""
         # Start-up cost: the planner is loaded only by a run that lists a table.
-        from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.table import carries_our_comment  # pylint: disable=import-outside-toplevel
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.table import (  # pylint: disable=import-outside-toplevel
+            carries_our_comment,
+        )
 
         st = self.state(reading)
         for name in names:
@@ -162,7 +164,9 @@ class Nftables(Backend):
     def read(self, reading, policy):
         if not self.available():
             # Start-up cost: the nft tools' module (its words for a missing nft) is loaded only when needed.
-            from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.tools import missing_nft  # pylint: disable=import-outside-toplevel
+            from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.tools import (  # pylint: disable=import-outside-toplevel
+                missing_nft,
+            )
 
             raise MasqError(missing_nft() + ' Nothing was changed.')
         if not self.was_read(reading):
@@ -207,9 +211,14 @@ class Nftables(Backend):
 
     def plan_present(self, reading, policy, adopt):
         # Start-up cost: the planner and the table's spelling are loaded only where nft runs.
-        from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.table import plan_present, remove_others  # pylint: disable=import-outside-toplevel
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.table import (  # pylint: disable=import-outside-toplevel
+            plan_present,
+            remove_others,
+        )
         # Start-up cost, as above: the table's spelling.
-        from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.rules import delete_commands  # pylint: disable=import-outside-toplevel
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.rules import (  # pylint: disable=import-outside-toplevel
+            delete_commands,
+        )
 
         st = self.state(reading)
         st.plan = remove_others(plan_present(st.table, policy, adopt), st.others)
@@ -224,7 +233,10 @@ class Nftables(Backend):
         if st.table is None and not st.others:
             return []
         # Start-up cost: the planner is loaded only where there is a table of ours to delete.
-        from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.table import plan_absent, remove_others  # pylint: disable=import-outside-toplevel
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.table import (  # pylint: disable=import-outside-toplevel
+            plan_absent,
+            remove_others,
+        )
 
         st.plan = remove_others(plan_absent(st.table, st.name, adopt, strict=strict), st.others)
         return [self._step(st.plan)] if st.plan.changed else []
@@ -313,12 +325,16 @@ class Nftables(Backend):
                 if nft.managed and nft.desired is not None:
                     # Which rules and set elements the rewrite puts back or takes out (start-up
                     # cost: the planner is loaded only where nft ran).
-                    from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.table import table_drift  # pylint: disable=import-outside-toplevel
+                    from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.table import (  # pylint: disable=import-outside-toplevel
+                        table_drift,
+                    )
 
                     out['drift'] = table_drift(nft.table, nft.desired)
             if nft.others:
                 # Start-up cost: the table's spelling is loaded only where nft ran.
-                from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.rules import render_live  # pylint: disable=import-outside-toplevel
+                from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.rules import (  # pylint: disable=import-outside-toplevel
+                    render_live,
+                )
 
                 out['others'] = [{'table': table_label(name), 'before': render_live(table)} for name, table in nft.others]
             if nft.note:
