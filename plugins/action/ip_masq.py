@@ -79,6 +79,28 @@ def step_tags(step):
     return STEP_TAGS[step]
 
 
+def _read_once():
+    """Read here, at the action's import, what every host's run reads of the
+    collection's own files: the role's argument spec and defaults
+    (``_role_args``) and the resync's code, whose hash names the unit's
+    PYTHONPATH (``_resync_code.resync_root``).  Ansible imports an action in
+    its main process and forks a worker per host and task from it, so each
+    worker starts with these read; read first in ``run()``, they would be
+    read again by every host's worker.  They are files of this collection,
+    which a run does not change.  A file that cannot be read is read again
+    by ``run()``, which then says why."""
+    try:
+        role_spec()
+        play_variables()
+        role_defaults()
+        resync_root('/')
+    except Exception:  # pylint: disable=broad-except
+        pass
+
+
+_read_once()
+
+
 def daemon_modes(values):
     """``[(daemon, mode)]`` for every registered daemon, in the registry's
     order, with a deprecated choice replaced by its new one; and the

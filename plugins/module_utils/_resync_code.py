@@ -71,14 +71,16 @@ def _read_source(relative):
 
 
 def _module_file(name):
-    """``(relative file, is a package)`` of the core's module ``name``, or None."""
+    """``(relative file, is a package, its source)`` of the core's module ``name``, or None."""
     parts = name[len(PACKAGE):].lstrip('.').split('.') if name != PACKAGE else []
     if parts:
         module = '/'.join(parts) + '.py'
-        if _read_source(module) is not None:
-            return module, False
+        data = _read_source(module)
+        if data is not None:
+            return module, False, data
     package = '/'.join(parts + ['__init__.py'])
-    return (package, True) if _read_source(package) is not None else None
+    data = _read_source(package)
+    return (package, True, data) if data is not None else None
 
 
 # An import statement at the start of a line (inside a function too): each
@@ -128,8 +130,7 @@ def package_sources():
         found = _module_file(name)
         if found is None:
             continue            # 'from package import name' where name is not a module
-        relative, is_package = found
-        data = _read_source(relative)
+        relative, is_package, data = found
         sources[relative] = data
         parent = name.rpartition('.')[0]
         if name != PACKAGE and parent:

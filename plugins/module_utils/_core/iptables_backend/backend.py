@@ -12,14 +12,12 @@ looks in the other one).
 Standard library only: this file runs on managed nodes.
 """
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine import drift as rule_drift
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.backend import Backend
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.chain import IptablesBackend, ours_elsewhere
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.rules import diff_text
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.tools import ON_PATH, TOOLS, Tools, legacy_nat_exists
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import FAMILIES, OUR_COMMENT_PREFIX
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.result_words import did, plural
 
 NOT_FOUND = 'iptables-save/iptables-restore not found: no iptables chain to remove.'
 
@@ -280,6 +278,9 @@ class IptablesOnPath(Backend):
     @staticmethod
     def msg_parts(result, check_mode, present, elsewhere):
         """``IPv4 5 rules written (was 0)``, ``IPv6 not managed``; ``IPv4 old chain X removed`` later."""
+        # Start-up cost: the msg's words are loaded only by a module run (never by the resync).
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.result_words import did, plural  # pylint: disable=import-outside-toplevel
+
         changed, steady, later = [], [], []
         for family in FAMILIES:
             name = 'IPv%d' % family
@@ -327,6 +328,9 @@ class IptablesOnPath(Backend):
                 return ''
             said.add(key)
             found = (result.get(key) or {}).get('drift')
+            # Start-up cost: the drift's words are loaded only by a run that repaired something.
+            from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine import drift as rule_drift  # pylint: disable=import-outside-toplevel
+
             return rule_drift.describe(found) if found else ''
         return ''
 
@@ -336,6 +340,9 @@ class IptablesOnPath(Backend):
         families = [result.get('ipv%d' % family) for family in FAMILIES]
         families = [side if isinstance(side, dict) else {} for side in families]
         exists = [((f.get('before') or {}).get('chain_exists')) for f in families if f.get('managed')]
+        # Start-up cost: the drift's words are loaded only by a run that reports drift.
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine import drift as rule_drift  # pylint: disable=import-outside-toplevel
+
         words = []
         for family, side in zip(FAMILIES, families):
             found = side.get('drift')

@@ -20,7 +20,6 @@ an error that says where it is and how to remove it.
 Standard library only: this file runs on managed nodes.
 """
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import xtables_kernel
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.backend import Backend
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.backend import IptablesShared, chains_of_ours
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
@@ -28,7 +27,6 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backen
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.rules import jump_spec, others_text, sub_declarations
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.tools import FLAVOUR_TOOLS, TOOLS, Tools, legacy_nat_exists
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import FAMILIES
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.result_words import did
 
 NFT_FAMILIES = {4: 'ip', 6: 'ip6'}
 
@@ -141,6 +139,11 @@ class IptablesFlavour(Backend):
                 continue
             known = maybe[family]
             if self.flavour == 'legacy':
+                # Start-up cost: the kernel's xtables are asked only where legacy's tools are missing.
+                from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import (  # pylint: disable=import-outside-toplevel
+                    xtables_kernel,
+                )
+
                 names = xtables_kernel.chains(family)
                 known = None if names is None else reading.chain in names
             if known:
@@ -234,6 +237,9 @@ class IptablesFlavour(Backend):
     @classmethod
     def msg_parts(cls, result, check_mode, present, elsewhere):
         """``IPv4 ours in iptables-legacy removed``, after every backend's own."""
+        # Start-up cost: the msg's words are loaded only by a module run (never by the resync).
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.result_words import did  # pylint: disable=import-outside-toplevel
+
         later = [did(check_mode, 'IPv%s ours in %s' % (entry.get('family'), entry.get('tools')), 'removed', 'remove')
                  for entry in cls._entries(result) if entry.get('changed')]
         return [], [], later

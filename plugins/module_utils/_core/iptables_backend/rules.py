@@ -15,7 +15,6 @@ runs a tool (``tools.py``) or plans a change (``chain.py``).
 Standard library only: this file runs on managed nodes.
 """
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.drift import compare
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.layout import (
     IptablesLayout,
     gates as policy_gates,
@@ -291,5 +290,8 @@ def diff_text(result, which):
 def chain_drift(live, wanted):
     """:func:`drift.compare` of our iptables chain's rules as read and as wanted
     (``iptables-save`` lines); None when they are the same."""
+    # Start-up cost: the drift's comparison is loaded only by a run that rewrites the chain.
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.drift import compare  # pylint: disable=import-outside-toplevel
+
     drift = compare(live, wanted, rule_key)
     return drift if drift['missing'] or drift['extra'] or drift['reordered'] else None

@@ -7,34 +7,23 @@
 """The ``nftables`` backend (``backend.Backend``): our own table ``inet <chain
 in lower case>``, written in one ``nft -j -f -`` transaction
 (``rules.py`` spells the table, ``table.py`` plans, ``tools.py``
-runs nft).
+runs nft).  Those three and the JSON reader are loaded at their first use:
+where the kernel says that no table of ours exists, nft is never run and a
+resync cycle (a fresh python3 that pays for every module) does not load
+them (``names.py`` is all it needs).
 
 Standard library only: this file runs on managed nodes.
 """
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine import drift as rule_drift
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.backend import Backend
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.nft_json import deletion
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.tools import NftTools, missing_nft
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.table import (
-    carries_our_comment,
-    plan_absent,
-    plan_present,
-    remove_others,
-    table_drift,
-)
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.rules import (
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.names import (
     CHAIN,
     FAMILY,
     NAME,
-    Desired,
-    delete_commands,
-    render_live,
     table_label,
     table_name,
 )
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.result_words import did
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.transaction import Plan, Step
 
 
@@ -59,6 +48,9 @@ def _nothing_applied(call, *args):
 
 def _picks(match, tables):
     """What ``match`` picks of ``tables`` (None: the ruleset was not read), and the commands that remove it."""
+    # Start-up cost: the JSON reader is loaded only by a run that lists nft's ruleset.
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.nft_json import deletion  # pylint: disable=import-outside-toplevel
+
     picked = match.nft(tables) if tables is not None else None
     return picked, [command for _text, what in picked or () for command in deletion(what)]
 
@@ -98,10 +90,25 @@ class Nftables(Backend):
 
     def __init__(self, node):
         Backend.__init__(self, node)
-        self.nft = NftTools(node.run, node.find)
+        self.path = node.find(self.tool)
+        self._nft = None
+
+    @property
+    def nft(self):
+        """The node's nft (``tools.NftTools``), made at its first use."""
+        if self._nft is None:
+            # Start-up cost: the nft tools (and the JSON reader) are loaded only by a run that runs nft.
+            from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.tools import NftTools  # pylint: disable=import-outside-toplevel
+
+            self._nft = NftTools(self.node.run, self._found)
+        return self._nft
+
+    def _found(self, _name):
+        """nft's path, as found once in ``__init__`` (``NftTools``' ``find``)."""
+        return self.path
 
     def available(self):
-        return self.nft.available
+        return bool(self.path)
 
     def state(self, reading):
         st = reading.of.get(self.name)
@@ -144,6 +151,11 @@ class Nftables(Backend):
 
     def _list_others(self, reading, names):
         """Ours among ``names``: tables whose rules carry our comment."""
+        # Start-up cost: the planner is loaded only by a run that lists a table.
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.table import (  # pylint: disable=import-outside-toplevel
+            carries_our_comment,
+        )
+
         st = self.state(reading)
         for name in names:
             table = self.nft.listing(name)
@@ -151,7 +163,12 @@ class Nftables(Backend):
                 st.others[name] = table
 
     def read(self, reading, policy):
-        if not self.nft.available:
+        if not self.available():
+            # Start-up cost: the nft tools' module (its words for a missing nft) is loaded only when needed.
+            from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.tools import (  # pylint: disable=import-outside-toplevel
+                missing_nft,
+            )
+
             raise MasqError(missing_nft() + ' Nothing was changed.')
         if not self.was_read(reading):
             self._list(reading)
@@ -162,7 +179,7 @@ class Nftables(Backend):
         """Our table, listed when the kernel has it (or cannot say), and
         ours under other names."""
         st = self.state(reading)
-        if not self.nft.available:
+        if not self.available():
             st.note = 'nft not found: no nftables table to remove.'
             return
         found, names = self.node.probe([('table', FAMILY, st.name), ('tables', FAMILY)])
@@ -179,7 +196,7 @@ class Nftables(Backend):
     def candidate(self, reading, policy, tolerate):
         """auto: look where nft is installed; with ``tolerate`` (a backend
         before it was read), a listing that fails is a note."""
-        if not self.nft.available:
+        if not self.available():
             return
         try:
             self.look(reading, 'auto')
@@ -194,6 +211,16 @@ class Nftables(Backend):
                     plan.kinds if kinds is None else kinds)
 
     def plan_present(self, reading, policy, adopt):
+        # Start-up cost: the planner and the table's spelling are loaded only where nft runs.
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.table import (  # pylint: disable=import-outside-toplevel
+            plan_present,
+            remove_others,
+        )
+        # Start-up cost, as above: the table's spelling.
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.rules import (  # pylint: disable=import-outside-toplevel
+            delete_commands,
+        )
+
         st = self.state(reading)
         st.plan = remove_others(plan_present(st.table, policy, adopt), st.others)
         if not st.plan.changed:
@@ -206,6 +233,12 @@ class Nftables(Backend):
         st = self.state(reading)
         if st.table is None and not st.others:
             return []
+        # Start-up cost: the planner is loaded only where there is a table of ours to delete.
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.table import (  # pylint: disable=import-outside-toplevel
+            plan_absent,
+            remove_others,
+        )
+
         st.plan = remove_others(plan_absent(st.table, st.name, adopt, strict=strict), st.others)
         return [self._step(st.plan)] if st.plan.changed else []
 
@@ -265,6 +298,9 @@ class Nftables(Backend):
     @staticmethod
     def rules_in_place(result, policy):
         """The rules of our chain that can match each family."""
+        # Start-up cost: the table's spelling is loaded only by a run that writes metrics.
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.rules import Desired  # pylint: disable=import-outside-toplevel
+
         out = {}
         for served in Desired(policy).rule_families:
             for family in policy.families() if served is None else (served,):
@@ -273,8 +309,8 @@ class Nftables(Backend):
 
     def report(self, reading, plan, policy, state, result):
         st = self.state(reading)
-        result['commands'].extend(self.nft.commands)
-        result['nft_version'] = self.nft.version
+        result['commands'].extend(self._nft.commands if self._nft is not None else ())
+        result['nft_version'] = self._nft.version if self._nft is not None else None
         nft = st.plan
         out = {'table': table_label(st.name), 'managed': reading.selected == self.name,
                'read': st.read, 'exists_before': st.table is not None,
@@ -288,9 +324,19 @@ class Nftables(Backend):
                 out['before'], out['after'] = nft.before, nft.after
                 out['transaction'] = self.nft.batch(nft.commands)
                 if nft.managed and nft.desired is not None:
-                    # Which rules and set elements the rewrite puts back or takes out.
+                    # Which rules and set elements the rewrite puts back or takes out (start-up
+                    # cost: the planner is loaded only where nft ran).
+                    from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.table import (  # pylint: disable=import-outside-toplevel
+                        table_drift,
+                    )
+
                     out['drift'] = table_drift(nft.table, nft.desired)
             if nft.others:
+                # Start-up cost: the table's spelling is loaded only where nft ran.
+                from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.rules import (  # pylint: disable=import-outside-toplevel
+                    render_live,
+                )
+
                 out['others'] = [{'table': table_label(name), 'before': render_live(table)} for name, table in nft.others]
             if nft.note:
                 out['note'] = nft.note
@@ -325,6 +371,9 @@ class Nftables(Backend):
     @staticmethod
     def msg_parts(result, check_mode, present, elsewhere):
         """``nftables table inet x written`` / ``... in place``; ``old nftables table ... removed`` later."""
+        # Start-up cost: the msg's words are loaded only by a module run (never by the resync).
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.result_words import did  # pylint: disable=import-outside-toplevel
+
         changed, steady = [], []
         nft = result.get('nftables') or {}
         table = 'nftables ' + (nft.get('table') or 'table')
@@ -358,6 +407,9 @@ class Nftables(Backend):
         found = (result.get('nftables') or {}).get('drift')
         if not found:
             return ''
+        # Start-up cost: the drift's words are loaded only by a run that repaired something.
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine import drift as rule_drift  # pylint: disable=import-outside-toplevel
+
         words = []
         if rule_drift.describe(found.get('rules') or {}):
             words.append('chain %s: %s' % (CHAIN, rule_drift.describe(found['rules'])))
@@ -370,6 +422,9 @@ class Nftables(Backend):
         """'missing' when our table did not exist before the run."""
         nft = result.get('nftables') or {}
         found = (nft.get('drift') if isinstance(nft, dict) else None) or {}
+        # Start-up cost: the drift's words are loaded only by a run that reports drift.
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine import drift as rule_drift  # pylint: disable=import-outside-toplevel
+
         words = []
         if rule_drift.describe(found.get('rules') or {}):
             words.append('nftables chain %s: %s' % (CHAIN, rule_drift.describe(found['rules'])))

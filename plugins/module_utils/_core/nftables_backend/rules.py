@@ -60,14 +60,10 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.intervals
     merge,
     number_address as _address,
 )
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.names import CHAIN, FAMILY, NAME, table_name
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.nft_json import render_rule
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import validate_chain_name
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.ranges import LINK_LOCAL
 
-# The backend's name (``backend.Nftables.name``).
-NAME = 'nftables'
-FAMILY = 'inet'
-CHAIN = 'postrouting'
 PRIORITY = 100          # srcnat
 SETS = {4: 'nonmasq-ipv4', 6: 'nonmasq-ipv6'}
 # The sets of the extensions, per family: masquerade_cidrs (instead of the
@@ -84,15 +80,6 @@ MASQ_PROTOCOLS = ('tcp', 'udp', 'sctp')
 # called in the table's order for a value other than the option's default,
 # after the policy's own rules are laid out (``Desired``).
 OPTION_RULES = {}
-
-
-def table_name(chain):
-    """The nftables table of the chain name ``chain``: the same name in lower case."""
-    return validate_chain_name(chain).lower()
-
-
-def table_label(name):
-    return 'table %s %s' % (FAMILY, name)
 
 
 # --------------------------------------------------------------------------

@@ -21,10 +21,10 @@ Standard library only: this file runs on managed nodes.
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.drift import compare
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.intervals import BITS, merge
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.names import CHAIN, table_label
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.nft_json import render_rule
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.rules import (
     ADDR_TYPES,
-    CHAIN,
     PRIORITY,
     SET_NAMES,
     Desired,
@@ -36,7 +36,6 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backen
     render_desired,
     render_live,
     replace_commands,
-    table_label,
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import OUR_COMMENT_PREFIX
 

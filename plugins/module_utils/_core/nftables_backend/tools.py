@@ -18,7 +18,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backen
     parse_nft,
     version as nft_version,
 )
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.rules import FAMILY, table_label
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.names import FAMILY, table_label
 
 # What nft says when the table asked for does not exist.
 _NO_TABLE = 'No such file or directory'
