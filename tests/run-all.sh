@@ -25,7 +25,8 @@
 # Molecule one) at the end of the checks lane, one worker; the integration
 # tests after both lanes, three workers on the two cores (an ansible-playbook
 # run waits about half its time: test_chain_rename.py took 117 s with two
-# workers, 102 s with three). About 1,030 s estimated for that part (it took
+# workers, 102 s with three; test_backends.py 108 s and 85 s). About 1,030 s
+# estimated for that part (it took
 # 1,600 s with the unit tests and the audit gate's still in it, two workers).
 # The two parts are every test; a failure in either fails the run. Every step runs even when an earlier one failed; the exit status is
 # non-zero if any failed. SKIP_MOLECULE=1 leaves step 6 out, SKIP_EE=1
