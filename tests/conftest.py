@@ -26,10 +26,17 @@ CHECKS_LANE_LIST = os.path.join(ROOT, "tests", "checks-lane.txt")
 
 
 def checks_lane_files():
-    """The test files (paths from the checkout's root) of the checks_lane part."""
+    """The entries of the checks_lane part (paths from the checkout's root):
+    test files, and directories (ending in "/") for every test file below."""
     with open(CHECKS_LANE_LIST, encoding="utf-8") as f:
         lines = (line.split("#", 1)[0].strip() for line in f)
         return {line for line in lines if line}
+
+
+def in_checks_lane(path, entries):
+    """Whether the test file ``path`` (from the checkout's root) is one of
+    ``entries`` or below one of its directories."""
+    return path in entries or any(e.endswith("/") and path.startswith(e) for e in entries)
 
 
 def pytest_configure(config):
@@ -40,5 +47,5 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     files = checks_lane_files()
     for item in items:
-        if os.path.relpath(str(item.path), ROOT) in files:
+        if in_checks_lane(os.path.relpath(str(item.path), ROOT), files):
             item.add_marker(pytest.mark.checks_lane)

@@ -11,8 +11,10 @@ Bounded: 20 rounds, every writer under a time limit."""
 import json
 import os
 import select
+import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -107,45 +109,91 @@ def writer_spec(tmp, node, index, kind, policy, backend):
     return path
 
 
-def one_round(node, tmp, writers, prefix=()):
-    """Start every writer at the same instant; return [(kind, policy, rc, stdout, stderr)].
-    ``prefix``: what each writer's command runs under (private_run.py)."""
-    go_r, go_w = os.pipe()
-    ready_r, ready_w = os.pipe()
-    env = node.backend.env(dict(os.environ, IMQ_READY_FD=str(ready_w), LC_ALL='C.UTF-8'))
-    procs = []
-    try:
-        for index, (kind, policy, backend) in enumerate(writers):
-            spec = writer_spec(tmp, node, index, kind, policy, backend)
-            procs.append(node.ns.popen(list(prefix) + [PYTHON, RUNNER, spec], stdin=go_r, stdout=subprocess.PIPE,
-                                       stderr=subprocess.PIPE, env=env, pass_fds=(ready_w,)))
-        os.close(ready_w)
-        ready_w = None
-        got = b''
-        deadline = time.monotonic() + WRITER_TIMEOUT
-        while len(got) < len(writers) and time.monotonic() < deadline:
-            if select.select([ready_r], [], [], deadline - time.monotonic())[0]:
-                chunk = os.read(ready_r, 16)
-                if not chunk:
-                    break
-                got += chunk
-        assert len(got) == len(writers), 'not every writer got ready'
-    finally:
-        os.close(go_w)          # every writer starts now
-        os.close(go_r)
-        os.close(ready_r)
-        if ready_w is not None:
-            os.close(ready_w)
-    results = []
-    for (kind, policy, _backend), proc in zip(writers, procs):
+class Writers:
+    """The writers of one test, one process each (race_run.py --slot), that
+    import their code once and fork a fresh writer for every round.  A round
+    starts every writer at the same instant, as writers started on their own
+    would: each blocks on the read end of one shared "go" pipe until the test
+    closes its write end.  ``prefix``: what each writer's process runs under
+    (private_run.py)."""
+
+    def __init__(self, node, tmp, writers, prefix=()):
+        self.tmp = tmp
+        self.writers = writers
+        self.socks = []
+        self.procs = []
+        env = node.backend.env(dict(os.environ, LC_ALL='C.UTF-8'))
         try:
-            out, err = proc.communicate(timeout=WRITER_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, err = proc.communicate()
-            pytest.fail('a %s writer did not finish within %d s' % (kind, WRITER_TIMEOUT))
-        results.append((kind, policy, proc.returncode, out.decode(), err.decode()))
-    return results
+            for index, (kind, policy, backend) in enumerate(writers):
+                spec = writer_spec(tmp, node, index, kind, policy, backend)
+                ours, theirs = socket.socketpair()
+                self.socks.append(ours)
+                log = open(os.path.join(tmp, 'slot-%d.log' % index), 'wb')
+                with theirs, log:
+                    self.procs.append(node.ns.popen(
+                        list(prefix) + [PYTHON, RUNNER, '--slot', str(theirs.fileno()), spec],
+                        stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, pass_fds=(theirs.fileno(),)))
+        except BaseException:
+            self.close()
+            raise
+
+    def round(self, number):
+        """One round; return [(kind, policy, rc, stdout, stderr)]."""
+        go_r, go_w = os.pipe()
+        ready_r, ready_w = os.pipe()
+        files = [(os.path.join(self.tmp, 'round-%d-%d.out' % (number, i)),
+                  os.path.join(self.tmp, 'round-%d-%d.err' % (number, i))) for i in range(len(self.writers))]
+        try:
+            for sock, names in zip(self.socks, files):
+                socket.send_fds(sock, [json.dumps(names).encode()], [go_r, ready_w])
+            os.close(ready_w)
+            ready_w = None
+            got = b''
+            deadline = time.monotonic() + WRITER_TIMEOUT
+            while len(got) < len(self.writers) and time.monotonic() < deadline:
+                if select.select([ready_r], [], [], deadline - time.monotonic())[0]:
+                    chunk = os.read(ready_r, 16)
+                    if not chunk:
+                        break
+                    got += chunk
+            assert len(got) == len(self.writers), 'not every writer got ready'
+        finally:
+            os.close(go_w)          # every writer starts now
+            os.close(go_r)
+            os.close(ready_r)
+            if ready_w is not None:
+                os.close(ready_w)
+        codes = {}
+        deadline = time.monotonic() + WRITER_TIMEOUT
+        while len(codes) < len(self.socks) and time.monotonic() < deadline:
+            for sock in select.select([s for s in self.socks if s not in codes], [], [],
+                                      max(0, deadline - time.monotonic()))[0]:
+                line = sock.recv(64)
+                assert line.endswith(b'\n'), 'a writer slot ended in round %d: %r' % (number, line)
+                codes[sock] = int(line)
+        if len(codes) < len(self.socks):
+            pytest.fail('a writer did not finish within %d s' % WRITER_TIMEOUT)
+        results = []
+        for (kind, policy, _backend), sock, (out, err) in zip(self.writers, self.socks, files):
+            with open(out) as o, open(err) as e:
+                results.append((kind, policy, codes[sock], o.read(), e.read()))
+        return results
+
+    def close(self):
+        for sock in self.socks:
+            sock.close()            # the slot's cue to exit
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=WRITER_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 def check_writers(results, number):
@@ -190,10 +238,11 @@ MIXES = {
 def test_writers_at_the_same_moment_leave_one_policy(pnode, tmp_path, mix):
     writers = [(kind, policy, pnode.policy) for kind, policy in MIXES[mix]]
     policies = sorted(set(p for _kind, p, _b in writers))
-    for number in range(ROUNDS):
-        reset(pnode, number)
-        results = one_round(pnode, str(tmp_path), writers)
-        check_round(pnode, results, policies, number, pnode.policy)
+    with Writers(pnode, str(tmp_path), writers) as slots:
+        for number in range(ROUNDS):
+            reset(pnode, number)
+            results = slots.round(number)
+            check_round(pnode, results, policies, number, pnode.policy)
 
 
 @pytest.mark.parametrize('flavour', ['iptables-nft', 'iptables-legacy'])
@@ -204,18 +253,20 @@ def test_writers_of_both_backends_at_the_same_moment_leave_the_policy_in_one(mak
     node = make_node(flavour)
     writers = [('module', 'A', 'iptables'), ('module', 'A', 'nftables'), ('resync', 'A', 'nftables'),
                ('resync', 'A', 'iptables')]
-    for number in range(ROUNDS):
-        reset(node, number, kind='iptables' if number % 2 else 'nftables')
-        results = one_round(node, str(tmp_path), writers)
-        check_writers(results, number)
-        state = node.state()
-        in_ipt = state['ipv4'] == policy_view.ipt_expect(['169.254.0.0/16'] + POLICY_A['nonmasquerade_cidrs'])
-        in_nft = state['nft'] == NFT_EXPECT['A']
-        assert in_ipt != in_nft, 'round %d: the policy is in %s' % (number, 'both backends' if in_ipt else 'neither')
-        if in_nft:
-            assert state['ipv4'] == [] and state['ipv6'] == [], (number, state)
-        else:
-            assert state['nft'] is None and state['ipv6'] == [], (number, state)
+    with Writers(node, str(tmp_path), writers) as slots:
+        for number in range(ROUNDS):
+            reset(node, number, kind='iptables' if number % 2 else 'nftables')
+            results = slots.round(number)
+            check_writers(results, number)
+            state = node.state()
+            in_ipt = state['ipv4'] == policy_view.ipt_expect(['169.254.0.0/16'] + POLICY_A['nonmasquerade_cidrs'])
+            in_nft = state['nft'] == NFT_EXPECT['A']
+            assert in_ipt != in_nft, 'round %d: the policy is in %s' % (
+                number, 'both backends' if in_ipt else 'neither')
+            if in_nft:
+                assert state['ipv4'] == [] and state['ipv6'] == [], (number, state)
+            else:
+                assert state['nft'] is None and state['ipv6'] == [], (number, state)
 
 
 def test_a_writer_waits_for_the_lock_and_plans_from_a_fresh_read(nft_node, tmp_path):
@@ -267,32 +318,37 @@ def test_writers_while_the_lock_file_is_removed_again_and_again_leave_one_jump(n
     the test's own (private_run.py), whose lock file a thread removes every
     millisecond while the round runs; each round starts with nothing of ours,
     so writers that overlap would each append a jump."""
-    import threading
     run = tmp_path / 'run'
     run.mkdir()
     lock = str(run / 'ipmasq-agent.lock')
     prefix = ['/usr/bin/python3', os.path.join(HERE, 'private_run.py'), str(run), '--']
     writers = [('module', 'A', 'iptables')] * 3
     removed = []
-    for number in range(LOCK_REMOVED_ROUNDS):
-        reset(nft_node, 0)
-        stop = threading.Event()
-
-        def remove():
-            deadline = time.monotonic() + WRITER_TIMEOUT
-            while not stop.is_set() and time.monotonic() < deadline:
-                try:
-                    os.unlink(lock)
-                    removed.append(number)
-                except OSError:
-                    pass
-                time.sleep(0.001)
-        remover = threading.Thread(target=remove)
-        remover.start()
-        try:
-            results = one_round(nft_node, str(tmp_path), writers, prefix=prefix)
-        finally:
-            stop.set()
-            remover.join()
-        check_round(nft_node, results, ['A'], number, 'iptables')
+    with Writers(nft_node, str(tmp_path), writers, prefix=prefix) as slots:
+        for number in range(LOCK_REMOVED_ROUNDS):
+            lock_removed_round(nft_node, slots, lock, number, removed)
     assert len(removed) >= LOCK_REMOVED_ROUNDS, 'the lock file was hardly ever removed: the test proved nothing'
+
+
+def lock_removed_round(nft_node, slots, lock, number, removed):
+    """One round of the test above, while a thread removes the lock file every millisecond."""
+    reset(nft_node, 0)
+    stop = threading.Event()
+
+    def remove():
+        deadline = time.monotonic() + WRITER_TIMEOUT
+        while not stop.is_set() and time.monotonic() < deadline:
+            try:
+                os.unlink(lock)
+                removed.append(number)
+            except OSError:
+                pass
+            time.sleep(0.001)
+    remover = threading.Thread(target=remove)
+    remover.start()
+    try:
+        results = slots.round(number)
+    finally:
+        stop.set()
+        remover.join()
+    check_round(nft_node, results, ['A'], number, 'iptables')

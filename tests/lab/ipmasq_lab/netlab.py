@@ -314,7 +314,10 @@ def playbook(ns, path, extra_vars=None, backend=None, check_mode=False, diff=Fal
         argv.append('--check')
     if diff:
         argv.append('--diff')
-    proc = ns.exec(argv, check=False, timeout=timeout, env=ansible_env(env_extra, backend))
+    # The inventory is the string 'localhost,', which only host_list reads:
+    # the other inventory plugins' loading is a tenth of a short run's CPU.
+    env = dict({'ANSIBLE_INVENTORY_ENABLED': 'host_list'}, **(env_extra or {}))
+    proc = ns.exec(argv, check=False, timeout=timeout, env=ansible_env(env, backend))
     try:
         start = proc.stdout.index('{')
         data = json.loads(proc.stdout[start:])
