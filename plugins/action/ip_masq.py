@@ -16,7 +16,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry import
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent.metrics import FILE_NAME as METRICS_FILE
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import registry
 from ansible_collections.ipmasq.agent.plugins.module_utils._msg import role_msg
-from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import resync_root
+from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import code_dirs, resync_root
 from ansible_collections.ipmasq.agent.plugins.plugin_utils import _units
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._config_file import config_text
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import (
@@ -202,9 +202,8 @@ class ActionModule(ActionBase):
         unit_dir = values['ip_masq_unit_dir']
         unit_paths = [unit_dir + '/' + name for name in _units.UNIT_NAMES]
         tmpfiles = values['ip_masq_tmpfiles_dir'] + '/ip-masq-agent.conf'
-        code_dirs = [values['ip_masq_lib_dir'] + '/v', values['ip_masq_lib_dir'] + '/ansible_collections/ipmasq/agent']
         last_good = values['ip_masq_state_dir'] + '/' + _units.LAST_GOOD
-        resync_paths = unit_paths + [tmpfiles] + code_dirs + [last_good]
+        resync_paths = unit_paths + [tmpfiles] + code_dirs(values['ip_masq_lib_dir']) + [last_good]
         # This version's root of the resync's code: the service unit's PYTHONPATH, the code part installs it.
         code_root = resync_root(values['ip_masq_lib_dir']) if resync_on else None
         # What resync.yml and resync_absent.yml act on (the code: resync_code's own removal).
