@@ -24,7 +24,7 @@ from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import (
 )
 
 NODE_MODULE = 'ipmasq.agent.ip_masq_node'
-STARTED_UNITS = ('ip-masq-agent.timer', 'ip-masq-agent.path')
+STARTED_UNITS = (_units.TIMER, _units.PATH_UNIT)
 # Where each backend's tool (backend.Backend.tool: iptables-restore, nft) is
 # when installed (Debian, Ubuntu, EL: /usr/sbin; /sbin where /usr is not
 # merged): looked at for packages.yml.
@@ -201,6 +201,7 @@ class ActionModule(ActionBase):
 
         unit_dir = values['ip_masq_unit_dir']
         unit_paths = [unit_dir + '/' + name for name in _units.UNIT_NAMES]
+        service_path = unit_dir + '/' + _units.SERVICE
         tmpfiles = values['ip_masq_tmpfiles_dir'] + '/ip-masq-agent.conf'
         last_good = values['ip_masq_state_dir'] + '/' + _units.LAST_GOOD
         resync_paths = unit_paths + [tmpfiles] + code_dirs(values['ip_masq_lib_dir']) + [last_good]
@@ -232,9 +233,9 @@ class ActionModule(ActionBase):
             }
         if resync_on and selected('resync_code', run_tags, skip_tags):
             node['resync_code'] = {'path': values['ip_masq_lib_dir'], 'python': values['ip_masq_python'], 'root': code_root,
-                                   'unit': unit_dir + '/ip-masq-agent.service', 'systemctl': systemctl}
+                                   'unit': service_path, 'systemctl': systemctl}
             if systemctl and not check:
-                node['daemon_reload_for'] = [unit_dir + '/ip-masq-agent.service']
+                node['daemon_reload_for'] = [service_path]
             if systemctl:
                 node['units'] = list(STARTED_UNITS)
         if present and selected('chain', run_tags, skip_tags):
