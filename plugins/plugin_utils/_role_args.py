@@ -54,7 +54,7 @@ from ansible_collections.ipmasq.agent.plugins.filter.snat_to import snat_to
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.allow import parse_allow
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import policy_findings
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config.golang import parse_duration_ns
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config.golang import parse_duration
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.options import OPTIONS, POLICY_OPTIONS, role_variable
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import Policy
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.ranges import DEFAULT_NONMASQ_CIDRS
@@ -73,8 +73,7 @@ USER_VARS = 'ip_masq_user_vars'
 # masq_chain's options that the role passes (the options table's, but adopt_chain).
 _MODULE_OPTIONS = tuple(o.name for o in OPTIONS if o.module and o.role)
 _FAMILY = {4: 'IPv4', 6: 'IPv6'}
-# The resync timer counts in milliseconds (an interval given in nanoseconds).
-_NS_PER_SECOND = 1000000000
+# The resync timer counts in milliseconds.
 _MS_PER_SECOND = 1000
 _V6_OFF = ('%s of %s: IPv6 CIDRs %s are listed but ip_masq_enable_ipv6 is false '
            '(set it to true, or remove them).')
@@ -329,13 +328,12 @@ def _timer(interval):
     systemd timer's OnUnitActiveSec= (whole seconds, else milliseconds), or
     the finding that refuses it (``timer`` then None)."""
     try:
-        ns = parse_duration_ns(interval)
+        seconds = parse_duration(interval)
     except MasqError as exc:
         return ('duration', 'resync_interval', exc.msg), None
-    if not ns > 0:
+    if not seconds > 0:
         return ('not_positive', 'resync_interval', interval), None
-    # As the go_duration filter gives seconds (whole: an int), then in milliseconds.
-    seconds = ns // _NS_PER_SECOND if ns % _NS_PER_SECOND == 0 else ns / _NS_PER_SECOND
+    # The go_duration filter's seconds, in milliseconds.
     ms = int(round(seconds * _MS_PER_SECOND))
     if ms <= 0:
         return ('under_a_millisecond', 'resync_interval', interval), None
