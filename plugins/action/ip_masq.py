@@ -166,9 +166,13 @@ class ActionModule(ActionBase):
         facts = args['facts']
         managed = self._templar.template(task_vars['ansible_managed']) if 'ansible_managed' in task_vars else None
         config = config_text(values, facts, managed or C.DEFAULT_MANAGED_STR) if facts else None
+        # This version's root of the resync's code, computed once: the service unit's
+        # PYTHONPATH, the code part installs it.
+        code_root = resync_root(values['ip_masq_lib_dir']) if facts and (
+            validate_only or values['ip_masq_resync_enabled']) else None
         # The resync's units, rendered once (validate_only returns them; the files part writes them).
-        units = (_units.units(values, args['timer'], managed or C.DEFAULT_MANAGED_STR)
-                 if facts and (validate_only or values['ip_masq_resync_enabled']) else None)
+        units = (_units.units(values, args['timer'], code_root, managed or C.DEFAULT_MANAGED_STR)
+                 if code_root else None)
         # The typed role variables: the later steps read these, never the raw ones.
         typed = dict((name, value) for name, value in args['values'].items() if name.startswith('ip_masq_'))
         present = values['ip_masq_state'] == 'present'
@@ -205,8 +209,6 @@ class ActionModule(ActionBase):
         tmpfiles = values['ip_masq_tmpfiles_dir'] + '/ip-masq-agent.conf'
         last_good = values['ip_masq_state_dir'] + '/' + _units.LAST_GOOD
         resync_paths = unit_paths + [tmpfiles] + code_dirs(values['ip_masq_lib_dir']) + [last_good]
-        # This version's root of the resync's code: the service unit's PYTHONPATH, the code part installs it.
-        code_root = resync_root(values['ip_masq_lib_dir']) if resync_on else None
         # What resync.yml and resync_absent.yml act on (the code: resync_code's own removal).
         metrics_dir = values['ip_masq_metrics_dir']
         resync_files = {'units': unit_paths, 'remove': unit_paths + [tmpfiles, last_good] + (

@@ -194,10 +194,11 @@ def path_unit(values, managed):
             'WantedBy=paths.target\n') % (managed, config, config)
 
 
-def units(values, timer_value, managed):
+def units(values, timer_value, root, managed):
     """``{unit name: text}`` of the three units for the typed role variables
-    ``values``; the service's PYTHONPATH names this version's root of the
-    resync's code below ``ip_masq_lib_dir`` (``_resync_code.resync_root``)."""
-    return {SERVICE: service(values, _resync_code.resync_root(values['ip_masq_lib_dir']), managed),
+    ``values``; the service's PYTHONPATH names ``root``, this version's root
+    of the resync's code below ``ip_masq_lib_dir`` (``_resync_code.resync_root``,
+    computed once by the caller)."""
+    return {SERVICE: service(values, root, managed),
             TIMER: timer(values, timer_value, managed),
             PATH_UNIT: path_unit(values, managed)}
