@@ -6,6 +6,8 @@
 agent's config file and the resync's units there, then run ipmasq.agent.ip_masq_node once on the node
 (one SSH command with pipelining). Documentation: plugins/modules/ip_masq.py."""
 
+from collections import namedtuple
+
 from ansible import constants as C
 from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_text
@@ -79,33 +81,6 @@ def step_tags(step):
     return STEP_TAGS[step]
 
 
-def daemon_modes(values):
-    """``[(daemon, mode)]`` for every registered daemon, in the registry's
-    order, with a deprecated choice replaced by its new one; and the
-    deprecation messages."""
-    out, deprecations = [], []
-    for daemon in registry.DAEMONS:
-        mode = values[daemon.variable]
-        if mode in daemon.deprecated:
-            new = daemon.deprecated[mode]
-            deprecations.append('%s: %s is deprecated, use %s (the same).' % (daemon.variable, mode, new))
-            mode = new
-        out.append((daemon, mode))
-    return out, deprecations
-
-
-def daemon_step(daemon, mode, state, backup_dir, values):
-    """One daemon of the role's daemon step (other_snat.yml): its name, whether
-    it is managed, and the options of its module's edit and, after its
-    restart, its clean-up (present only)."""
-    base = dict({'state': state, 'backup_dir': backup_dir}, **daemon.options(values, mode))
-    edit = dict(base, **daemon.edit)
-    cleanup = None
-    if state == 'present' and daemon.cleanup is not None:
-        cleanup = dict(base, **daemon.cleanup)
-    return {'name': daemon.name, 'manage': mode == 'manage', 'edit': edit, 'cleanup': cleanup}
-
-
 def picked(tags, run_tags, skip_tags):
     """Whether --tags and --skip-tags let a task with ``tags`` run."""
     if all(tag in skip_tags for tag in tags):
@@ -118,6 +93,13 @@ def selected(part, run_tags, skip_tags):
     if any(tag in skip_tags for tag in tags):
         return False
     return 'all' in run_tags or 'tagged' in run_tags or any(tag in run_tags for tag in tags)
+
+
+# What the action reads of a host's task_vars, once: its name, its role
+# variables (templated), every variable name it has, what this run's tags
+# pick (the node run's parts, the later steps, the daemons, by name) and
+# ansible_managed. The rest of the run reads this, never task_vars.
+Host = namedtuple('Host', 'name variables names parts steps daemons managed')
 
 
 class ActionModule(ActionBase):
@@ -143,52 +125,60 @@ class ActionModule(ActionBase):
                 out[name] = self._templar.template(task_vars[name] if name in task_vars else names[name])
         return out
 
+    def _host(self, task_vars):
+        """The host's :data:`Host`, read from ``task_vars``."""
+        run_tags = task_vars.get('ansible_run_tags') or ['all']
+        skip_tags = task_vars.get('ansible_skip_tags') or []
+        managed = self._templar.template(task_vars['ansible_managed']) if 'ansible_managed' in task_vars else None
+        return Host(name=task_vars.get('inventory_hostname', '?'), variables=self._variables(task_vars),
+                    names=list(task_vars),
+                    parts=frozenset(part for part in PART_TAGS if selected(part, run_tags, skip_tags)),
+                    steps=frozenset(step for step in STEP_TAGS if picked(step_tags(step), run_tags, skip_tags)),
+                    daemons=frozenset(d.variable for d in registry.DAEMONS
+                                      if picked((d.variable,), run_tags, skip_tags)),
+                    managed=managed or C.DEFAULT_MANAGED_STR)
+
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         task_vars = task_vars or {}
-        host = task_vars.get('inventory_hostname', '?')
         try:
             validate_only = boolean(self._task.args.get('validate_only', False), strict=True)
         except TypeError:
             raise AnsibleError('ipmasq.agent.ip_masq: validate_only must be true or false, got %r.'
                                % (self._task.args.get('validate_only'),)) from None
-        variables = self._variables(task_vars)
+        host = self._host(task_vars)
         try:
             # Every variable name of the host (top-level names only: an ip_masq_*
             # name the role does not declare is refused as a misspelling).
-            args = role_args(variables, host, role_spec(self._role_path()), names=list(task_vars),
+            args = role_args(host.variables, host.name, role_spec(self._role_path()), names=host.names,
                              known=play_variables(self._role_path()))
         except RoleArgsError as e:
             result.update(failed=True, msg=to_text(e.message))
             return result
         # From here on, the typed values only: what the controller checked is what the node gets.
-        values = dict(variables, **args['values'])
+        values = dict(host.variables, **args['values'])
         facts = args['facts']
-        managed = self._templar.template(task_vars['ansible_managed']) if 'ansible_managed' in task_vars else None
-        config = config_text(values, facts, managed or C.DEFAULT_MANAGED_STR) if facts else None
+        config = config_text(values, facts, host.managed) if facts else None
         # This version's root of the resync's code, computed once: the service unit's
         # PYTHONPATH, the code part installs it.
         code_root = resync_root(values['ip_masq_lib_dir']) if facts and (
             validate_only or values['ip_masq_resync_enabled']) else None
         # The resync's units, rendered once (validate_only returns them; the files part writes them).
-        units = (_units.units(values, args['timer'], code_root, managed or C.DEFAULT_MANAGED_STR)
+        units = (_units.units(values, args['timer'], code_root, host.managed)
                  if code_root else None)
         # The typed role variables: the later steps read these, never the raw ones.
         typed = dict((name, value) for name, value in args['values'].items() if name.startswith('ip_masq_'))
         present = values['ip_masq_state'] == 'present'
-        run_tags = task_vars.get('ansible_run_tags') or ['all']
-        skip_tags = task_vars.get('ansible_skip_tags') or []
-        modes, deprecations = daemon_modes(values)
-        for text in deprecations:
+        modes = args['daemons']
+        for text in args['deprecations']:
             result.setdefault('deprecations', []).append(
                 {'msg': text, 'version': DEPRECATED_UNTIL, 'collection_name': 'ipmasq.agent'})
         # The registered daemons, in the registry's order, that are not
         # 'skip' and whose tag is picked: the daemon step (other_snat.yml)
         # runs them ('report' ones, with ip_masq_state=present, are only read).
-        daemons = [(d, mode) for d, mode in modes if mode != 'skip' and picked((d.variable,), run_tags, skip_tags)]
+        daemons = [(d, mode) for d, mode in modes if mode != 'skip' and d.variable in host.daemons]
         backup_dir = values['ip_masq_backup_dir']
-        daemon_steps = [daemon_step(d, mode, values['ip_masq_state'], backup_dir, values) for d, mode in daemons
-                        if not present or mode != 'report']
+        daemon_steps = [args['daemon_steps'][d.name] for d, mode in daemons if not present or mode != 'report']
         if validate_only:
             result.update(changed=False, facts=facts, masq_chain=args['masq_chain'], config=config, settings=typed,
                           timer=args['timer'], ansible_facts=dict(facts), daemon_steps=daemon_steps,
@@ -215,9 +205,9 @@ class ActionModule(ActionBase):
             [metrics_dir + '/' + METRICS_FILE] if metrics_dir else [])}
 
         node = {}
-        if selected('files', run_tags, skip_tags) or not present:
+        if 'files' in host.parts or not present:
             files, query = [], []
-            if present and selected('files', run_tags, skip_tags):
+            if present and 'files' in host.parts:
                 files.append({'path': values['ip_masq_config_path'], 'content': config})
                 if resync_on:
                     xtables, writers = internal['__ip_masq_xtables_lock'], internal['__ip_masq_writers_lock']
@@ -231,16 +221,16 @@ class ActionModule(ActionBase):
             node['files'] = {
                 'owner': 'root', 'group': 'root', 'mode': '0644', 'files': files, 'query': query,
                 'require': [internal['__ip_masq_systemd_dir']] if resync_on and files else [],
-                'require_msg': SYSTEMD_MSG.format(host=host),
+                'require_msg': SYSTEMD_MSG.format(host=host.name),
             }
-        if resync_on and selected('resync_code', run_tags, skip_tags):
+        if resync_on and 'resync_code' in host.parts:
             node['resync_code'] = {'path': values['ip_masq_lib_dir'], 'python': values['ip_masq_python'], 'root': code_root,
                                    'unit': service_path, 'systemctl': systemctl}
             if systemctl and not check:
                 node['daemon_reload_for'] = [service_path]
             if systemctl:
                 node['units'] = list(STARTED_UNITS)
-        if present and selected('chain', run_tags, skip_tags):
+        if present and 'chain' in host.parts:
             node['chain'] = args['masq_chain']
             if values['ip_masq_allow_catch_all']:
                 node['allow_catch_all'] = True
@@ -256,7 +246,7 @@ class ActionModule(ActionBase):
         # The audit comes last, when every other piece has done its work: in
         # this run only where no daemon step follows (the
         # node run leaves it out where its daemons part says one does).
-        if present and audit != 'skip' and 'chain' in node and selected('audit', run_tags, skip_tags):
+        if present and audit != 'skip' and 'chain' in node and 'audit' in host.parts:
             node['audit'] = {'chain': values['ip_masq_chain'], 'ipv6': values['ip_masq_enable_ipv6'],
                              'allow': values['ip_masq_audit_allow'], 'on_offenders': 'warn' if check else audit,
                              'advice': 'role'}
@@ -305,7 +295,7 @@ class ActionModule(ActionBase):
             steps.append('absent')
         for key in ('files', 'resync_code', 'chain', 'audit'):
             result.setdefault(key, None)
-        steps = [step for step in steps if picked(step_tags(step), run_tags, skip_tags)]
+        steps = [step for step in steps if step in host.steps]
         # Which parts of the node run changed, and the files it changed (as node_files names them).
         result['changed_parts'] = [part for part in ('files', 'resync_code', 'chain', 'audit')
                                    if (ran.get(part) or {}).get('changed')]

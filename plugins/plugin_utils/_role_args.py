@@ -367,6 +367,33 @@ def _masq_chain_args(values, facts):
     return args
 
 
+def daemon_modes(values):
+    """``[(daemon, mode)]`` for every registered daemon, in the registry's
+    order, with a deprecated choice replaced by its new one; and the
+    deprecation messages."""
+    out, deprecations = [], []
+    for daemon in registry.DAEMONS:
+        mode = values[daemon.variable]
+        if mode in daemon.deprecated:
+            new = daemon.deprecated[mode]
+            deprecations.append('%s: %s is deprecated, use %s (the same).' % (daemon.variable, mode, new))
+            mode = new
+        out.append((daemon, mode))
+    return out, deprecations
+
+
+def daemon_step(daemon, mode, state, backup_dir, values):
+    """One daemon of the role's daemon step (other_snat.yml): its name, whether
+    it is managed, and the options of its module's edit and, after its
+    restart, its clean-up (present only)."""
+    base = dict({'state': state, 'backup_dir': backup_dir}, **daemon.options(values, mode))
+    edit = dict(base, **daemon.edit)
+    cleanup = None
+    if state == 'present' and daemon.cleanup is not None:
+        cleanup = dict(base, **daemon.cleanup)
+    return {'name': daemon.name, 'manage': mode == 'manage', 'edit': edit, 'cleanup': cleanup}
+
+
 def _core_message(exc, host):
     """A core (node-side) refusal, naming the role variable: ``chain: ...`` becomes ``ip_masq_chain of HOST: ...``."""
     option, colon, rest = exc.msg.partition(': ')
@@ -388,11 +415,15 @@ def role_args(values: Mapping[str, object], host: str, spec: Mapping[str, dict] 
     of this collection's role by default). An ``ip_masq_*`` name in
     ``values`` or ``names`` that none of these declare is refused.
 
-    Returns ``{'state', 'values', 'masq_chain', 'facts', 'timer'}``: the
-    typed values, masq_chain's typed arguments, the normalised lists
-    (``__ip_masq_cidrs``, ``__ip_masq_exceptions``, ``__ip_masq_masquerade``,
+    Returns ``{'state', 'values', 'masq_chain', 'facts', 'timer', 'daemons',
+    'deprecations', 'daemon_steps'}``: the typed values, masq_chain's typed
+    arguments, the normalised lists (``__ip_masq_cidrs``,
+    ``__ip_masq_exceptions``, ``__ip_masq_masquerade``,
     ``__ip_masq_sources``, ``__ip_masq_snat_to``, ``__ip_masq_default_list``;
-    none with state absent) and the resync timer's value.  Raises
+    none with state absent), the resync timer's value, and the daemons'
+    (:func:`daemon_modes`: every registered daemon's mode, the deprecation
+    messages; :func:`daemon_step`: the step of each daemon not ``skip``, by
+    name).  Raises
     :class:`RoleArgsError` with every problem, one line each naming the
     variable and the host; last, anything else the node's core refuses in
     the policy built from the same arguments.
@@ -411,23 +442,35 @@ def role_args(values: Mapping[str, object], host: str, spec: Mapping[str, dict] 
     facts = _normalise(typed, problems) if present else {}
     if present:
         _role_checks(typed, problems)
-    found = policy_findings.check(_options(typed, facts), _bad_options(problems), present=present)
+    # What the role's own checks left goes to the readers that own the rest,
+    # each asked once: the resync timer's Go duration, the audit's allow
+    # list, the policy's rules. Their verdicts are then worded here, in one
+    # place (the timer's first, the allow list's last).
+    options, bad = _options(typed, facts), _bad_options(problems)
     timing, timer = _timer(typed['ip_masq_resync_interval']) if present and _ok(problems, 'ip_masq_resync_interval') \
         else (None, None)
-    _word(problems, ([timing] if timing else []) + found)
+    refused_allow = None
     if present and _ok(problems, 'ip_masq_audit_allow'):
         try:
             parse_allow(typed['ip_masq_audit_allow'])
         except MasqError as exc:
-            problems.add('ip_masq_audit_allow', exc.msg.partition(': ')[2] or exc.msg)
+            refused_allow = exc.msg.partition(': ')[2] or exc.msg
+    found = policy_findings.check(options, bad, present=present)
+    _word(problems, ([timing] if timing else []) + found)
+    if refused_allow:
+        problems.add('ip_masq_audit_allow', refused_allow)
     if problems:
         raise RoleArgsError('\n'.join(problems))
+    modes, deprecations = daemon_modes(typed)
+    daemons = {'daemons': modes, 'deprecations': deprecations, 'daemon_steps': dict(
+        (d.name, daemon_step(d, mode, typed['ip_masq_state'], typed['ip_masq_backup_dir'], typed))
+        for d, mode in modes if mode != 'skip')}
     if not present:
-        return {'state': 'absent', 'values': typed, 'masq_chain': {'chain': typed['ip_masq_chain'], 'state': 'absent'},
-                'facts': {}, 'timer': None}
+        return dict(daemons, state='absent', values=typed, facts={}, timer=None,
+                    masq_chain={'chain': typed['ip_masq_chain'], 'state': 'absent'})
     args = _masq_chain_args(typed, facts)
     try:
         Policy(**dict((key, args[key]) for key in POLICY_OPTIONS if key in args))
     except MasqError as exc:
         raise RoleArgsError(_core_message(exc, host)) from None
-    return {'state': 'present', 'values': typed, 'masq_chain': args, 'facts': facts, 'timer': timer}
+    return dict(daemons, state='present', values=typed, masq_chain=args, facts=facts, timer=timer)
