@@ -21,9 +21,8 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._msg import role_msg
 from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import code_dirs, resync_root
 from ansible_collections.ipmasq.agent.plugins.plugin_utils import _units
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._config_file import config_text
-from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import (
-    ROLE_PATH, RoleArgsError, play_variables, role_args, role_defaults, role_spec,
-)
+from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import RoleArgsError, role_args
+from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_vars import ROLE_PATH, play_variables, read, role_defaults, role_spec
 
 NODE_MODULE = 'ipmasq.agent.ip_masq_node'
 STARTED_UNITS = (_units.TIMER, _units.PATH_UNIT)
@@ -147,11 +146,12 @@ class ActionModule(ActionBase):
             raise AnsibleError('ipmasq.agent.ip_masq: validate_only must be true or false, got %r.'
                                % (self._task.args.get('validate_only'),)) from None
         host = self._host(task_vars)
+        # Every variable name of the host (top-level names only: an ip_masq_*
+        # name the role does not declare is refused as a misspelling).
+        given = read(host.variables, host.name, role_spec(self._role_path()), names=host.names,
+                     known=play_variables(self._role_path()))
         try:
-            # Every variable name of the host (top-level names only: an ip_masq_*
-            # name the role does not declare is refused as a misspelling).
-            args = role_args(host.variables, host.name, role_spec(self._role_path()), names=host.names,
-                             known=play_variables(self._role_path()))
+            args = role_args(given)
         except RoleArgsError as e:
             result.update(failed=True, msg=to_text(e.message))
             return result

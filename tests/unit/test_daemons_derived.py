@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from ansible_collections.ipmasq.agent.plugins.action import ip_masq as action
-from ansible_collections.ipmasq.agent.plugins.plugin_utils import _role_args
+from ansible_collections.ipmasq.agent.plugins.plugin_utils import _role_args, _role_vars
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit import allow, owners
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import base, registry
@@ -136,8 +136,8 @@ def test_the_checked_settings_carry_each_daemon_s_mode_and_step():
     with open(os.path.join(ROOT, 'roles', 'ip_masq', 'defaults', 'main.yml')) as handle:
         defaults = yaml.safe_load(handle)
     for state in ('present', 'absent'):
-        checked = _role_args.role_args(dict(defaults, ip_masq_state=state, ip_masq_kubelet='set',
-                                            ip_masq_docker='skip', ip_masq_backup_dir='/b'), 'h')
+        checked = _role_args.role_args(_role_vars.read(dict(defaults, ip_masq_state=state, ip_masq_kubelet='set',
+                                                            ip_masq_docker='skip', ip_masq_backup_dir='/b'), 'h'))
         modes = dict((d.name, mode) for d, mode in checked['daemons'])
         assert [d.name for d, _mode in checked['daemons']] == list(BUILT_IN)
         assert modes['kubelet'] == 'auto' and modes['docker'] == 'skip'

@@ -25,6 +25,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import r
 from ansible_collections.ipmasq.agent.plugins.modules.ip_masq_node import chain_params
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._config_file import config_text
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import role_args
+from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_vars import read
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._units import SERVICE, units
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -44,7 +45,7 @@ def fingerprint(policy):
 def controller(values):
     """What the action does: template each value, then role_args."""
     templated = dict((name, TEMPLAR.template(value)) for name, value in values.items())
-    return role_args(templated, 'h')
+    return role_args(read(templated, 'h'))
 
 
 def node_policy(masq_chain, allow_catch_all):

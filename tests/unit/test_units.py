@@ -21,6 +21,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import r
 from ansible_collections.ipmasq.agent.plugins.plugin_utils import _units
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._config_file import config_text
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import role_args
+from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_vars import read
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GOLDEN = os.path.join(HERE, 'units_golden')
@@ -102,7 +103,7 @@ def test_every_resync_flag_has_another_value_here():
 @pytest.mark.parametrize('name', sorted(OTHER))
 def test_each_flag_option_reaches_the_resync_as_the_module_gets_it(name):
     option = options.BY_NAME[name]
-    checked = role_args(dict(DEFAULTS, **{option.role: OTHER[name]}), 'h')
+    checked = role_args(read(dict(DEFAULTS, **{option.role: OTHER[name]}), 'h'))
     policy, opts = resync_policy(checked)
     # The parsed flag is the typed value the controller checked.
     parsed = getattr(opts, resync.flag_attr(option.resync_flag))
@@ -110,11 +111,11 @@ def test_each_flag_option_reaches_the_resync_as_the_module_gets_it(name):
     assert parsed == want
     assert view(policy) == view(module_policy(checked))
     if option.module and name != 'backend':
-        assert view(policy) != view(module_policy(role_args(dict(DEFAULTS), 'h'))), 'the value changed nothing'
+        assert view(policy) != view(module_policy(role_args(read(dict(DEFAULTS), 'h')))), 'the value changed nothing'
 
 
 def test_the_unit_passes_exactly_the_table_s_flags_and_the_resync_knows_each():
-    checked = role_args(dict(DEFAULTS, ip_masq_metrics_dir='/srv/m', ip_masq_random_fully=True), 'h')
+    checked = role_args(read(dict(DEFAULTS, ip_masq_metrics_dir='/srv/m', ip_masq_random_fully=True), 'h'))
     service = _units.units(checked['values'], checked['timer'], resync_root(checked['values']['ip_masq_lib_dir']),
                            'm')[_units.SERVICE]
     given = [a.partition('=')[0] for a in exec_argv(service) if a.startswith('--')]
