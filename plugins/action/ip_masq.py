@@ -6,6 +6,8 @@
 agent's config file and the resync's units there, then run ipmasq.agent.ip_masq_node once on the node
 (one SSH command with pipelining). Documentation: plugins/modules/ip_masq.py."""
 
+from collections import namedtuple
+
 from ansible import constants as C
 from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_text
@@ -16,15 +18,14 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry import
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent.metrics import FILE_NAME as METRICS_FILE
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import registry
 from ansible_collections.ipmasq.agent.plugins.module_utils._msg import role_msg
-from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import resync_root
+from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import code_dirs, resync_root
 from ansible_collections.ipmasq.agent.plugins.plugin_utils import _units
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._config_file import config_text
-from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import (
-    ROLE_PATH, RoleArgsError, play_variables, role_args, role_defaults, role_spec,
-)
+from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import RoleArgsError, role_args
+from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_vars import ROLE_PATH, play_variables, read, role_defaults, role_spec
 
 NODE_MODULE = 'ipmasq.agent.ip_masq_node'
-STARTED_UNITS = ('ip-masq-agent.timer', 'ip-masq-agent.path')
+STARTED_UNITS = (_units.TIMER, _units.PATH_UNIT)
 # Where each backend's tool (backend.Backend.tool: iptables-restore, nft) is
 # when installed (Debian, Ubuntu, EL: /usr/sbin; /sbin where /usr is not
 # merged): looked at for packages.yml.
@@ -82,7 +83,7 @@ def step_tags(step):
 def _read_once():
     """Read here, at the action's import, what every host's run reads of the
     collection's own files: the role's argument spec and defaults
-    (``_role_args``) and the resync's code, whose hash names the unit's
+    (``_role_vars``) and the resync's code, whose hash names the unit's
     PYTHONPATH (``_resync_code.resync_root``).  Ansible imports an action in
     its main process and forks a worker per host and task from it, so each
     worker starts with these read; read first in ``run()``, they would be
@@ -101,33 +102,6 @@ def _read_once():
 _read_once()
 
 
-def daemon_modes(values):
-    """``[(daemon, mode)]`` for every registered daemon, in the registry's
-    order, with a deprecated choice replaced by its new one; and the
-    deprecation messages."""
-    out, deprecations = [], []
-    for daemon in registry.DAEMONS:
-        mode = values[daemon.variable]
-        if mode in daemon.deprecated:
-            new = daemon.deprecated[mode]
-            deprecations.append('%s: %s is deprecated, use %s (the same).' % (daemon.variable, mode, new))
-            mode = new
-        out.append((daemon, mode))
-    return out, deprecations
-
-
-def daemon_step(daemon, mode, state, backup_dir, values):
-    """One daemon of the role's daemon step (other_snat.yml): its name, whether
-    it is managed, and the options of its module's edit and, after its
-    restart, its clean-up (present only)."""
-    base = dict({'state': state, 'backup_dir': backup_dir}, **daemon.options(values, mode))
-    edit = dict(base, **daemon.edit)
-    cleanup = None
-    if state == 'present' and daemon.cleanup is not None:
-        cleanup = dict(base, **daemon.cleanup)
-    return {'name': daemon.name, 'manage': mode == 'manage', 'edit': edit, 'cleanup': cleanup}
-
-
 def picked(tags, run_tags, skip_tags):
     """Whether --tags and --skip-tags let a task with ``tags`` run."""
     if all(tag in skip_tags for tag in tags):
@@ -140,6 +114,13 @@ def selected(part, run_tags, skip_tags):
     if any(tag in skip_tags for tag in tags):
         return False
     return 'all' in run_tags or 'tagged' in run_tags or any(tag in run_tags for tag in tags)
+
+
+# What the action reads of a host's task_vars, once: its name, its role
+# variables (templated), every variable name it has, what this run's tags
+# pick (the node run's parts, the later steps, the daemons, by name) and
+# ansible_managed. The rest of the run reads this, never task_vars.
+Host = namedtuple('Host', 'name variables names parts steps daemons managed')
 
 
 class ActionModule(ActionBase):
@@ -165,48 +146,61 @@ class ActionModule(ActionBase):
                 out[name] = self._templar.template(task_vars[name] if name in task_vars else names[name])
         return out
 
+    def _host(self, task_vars):
+        """The host's :data:`Host`, read from ``task_vars``."""
+        run_tags = task_vars.get('ansible_run_tags') or ['all']
+        skip_tags = task_vars.get('ansible_skip_tags') or []
+        managed = self._templar.template(task_vars['ansible_managed']) if 'ansible_managed' in task_vars else None
+        return Host(name=task_vars.get('inventory_hostname', '?'), variables=self._variables(task_vars),
+                    names=list(task_vars),
+                    parts=frozenset(part for part in PART_TAGS if selected(part, run_tags, skip_tags)),
+                    steps=frozenset(step for step in STEP_TAGS if picked(step_tags(step), run_tags, skip_tags)),
+                    daemons=frozenset(d.variable for d in registry.DAEMONS
+                                      if picked((d.variable,), run_tags, skip_tags)),
+                    managed=managed or C.DEFAULT_MANAGED_STR)
+
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         task_vars = task_vars or {}
-        host = task_vars.get('inventory_hostname', '?')
         try:
             validate_only = boolean(self._task.args.get('validate_only', False), strict=True)
         except TypeError:
             raise AnsibleError('ipmasq.agent.ip_masq: validate_only must be true or false, got %r.'
                                % (self._task.args.get('validate_only'),)) from None
-        variables = self._variables(task_vars)
+        host = self._host(task_vars)
+        # Every variable name of the host (top-level names only: an ip_masq_*
+        # name the role does not declare is refused as a misspelling).
+        given = read(host.variables, host.name, role_spec(self._role_path()), names=host.names,
+                     known=play_variables(self._role_path()))
         try:
-            # Every variable name of the host (top-level names only: an ip_masq_*
-            # name the role does not declare is refused as a misspelling).
-            args = role_args(variables, host, role_spec(self._role_path()), names=list(task_vars),
-                             known=play_variables(self._role_path()))
+            args = role_args(given)
         except RoleArgsError as e:
             result.update(failed=True, msg=to_text(e.message))
             return result
         # From here on, the typed values only: what the controller checked is what the node gets.
-        values = dict(variables, **args['values'])
+        values = dict(host.variables, **args['values'])
         facts = args['facts']
-        managed = self._templar.template(task_vars['ansible_managed']) if 'ansible_managed' in task_vars else None
-        config = config_text(values, facts, managed or C.DEFAULT_MANAGED_STR) if facts else None
+        config = config_text(values, facts, host.managed) if facts else None
+        # This version's root of the resync's code, computed once: the service unit's
+        # PYTHONPATH, the code part installs it.
+        code_root = resync_root(values['ip_masq_lib_dir']) if facts and (
+            validate_only or values['ip_masq_resync_enabled']) else None
         # The resync's units, rendered once (validate_only returns them; the files part writes them).
-        units = (_units.units(values, args['timer'], managed or C.DEFAULT_MANAGED_STR)
-                 if facts and (validate_only or values['ip_masq_resync_enabled']) else None)
+        units = (_units.units(values, args['timer'], code_root, host.managed)
+                 if code_root else None)
         # The typed role variables: the later steps read these, never the raw ones.
         typed = dict((name, value) for name, value in args['values'].items() if name.startswith('ip_masq_'))
         present = values['ip_masq_state'] == 'present'
-        run_tags = task_vars.get('ansible_run_tags') or ['all']
-        skip_tags = task_vars.get('ansible_skip_tags') or []
-        modes, deprecations = daemon_modes(values)
-        for text in deprecations:
+        modes = args['daemons']
+        for text in args['deprecations']:
             result.setdefault('deprecations', []).append(
                 {'msg': text, 'version': DEPRECATED_UNTIL, 'collection_name': 'ipmasq.agent'})
         # The registered daemons, in the registry's order, that are not
         # 'skip' and whose tag is picked: the daemon step (other_snat.yml)
         # runs them ('report' ones, with ip_masq_state=present, are only read).
-        daemons = [(d, mode) for d, mode in modes if mode != 'skip' and picked((d.variable,), run_tags, skip_tags)]
+        daemons = [(d, mode) for d, mode in modes if mode != 'skip' and d.variable in host.daemons]
         backup_dir = values['ip_masq_backup_dir']
-        daemon_steps = [daemon_step(d, mode, values['ip_masq_state'], backup_dir, values) for d, mode in daemons
-                        if not present or mode != 'report']
+        daemon_steps = [args['daemon_steps'][d.name] for d, mode in daemons if not present or mode != 'report']
         if validate_only:
             result.update(changed=False, facts=facts, masq_chain=args['masq_chain'], config=config, settings=typed,
                           timer=args['timer'], ansible_facts=dict(facts), daemon_steps=daemon_steps,
@@ -223,21 +217,19 @@ class ActionModule(ActionBase):
 
         unit_dir = values['ip_masq_unit_dir']
         unit_paths = [unit_dir + '/' + name for name in _units.UNIT_NAMES]
+        service_path = unit_dir + '/' + _units.SERVICE
         tmpfiles = values['ip_masq_tmpfiles_dir'] + '/ip-masq-agent.conf'
-        code_dirs = [values['ip_masq_lib_dir'] + '/v', values['ip_masq_lib_dir'] + '/ansible_collections/ipmasq/agent']
         last_good = values['ip_masq_state_dir'] + '/' + _units.LAST_GOOD
-        resync_paths = unit_paths + [tmpfiles] + code_dirs + [last_good]
-        # This version's root of the resync's code: the service unit's PYTHONPATH, the code part installs it.
-        code_root = resync_root(values['ip_masq_lib_dir']) if resync_on else None
+        resync_paths = unit_paths + [tmpfiles] + code_dirs(values['ip_masq_lib_dir']) + [last_good]
         # What resync.yml and resync_absent.yml act on (the code: resync_code's own removal).
         metrics_dir = values['ip_masq_metrics_dir']
         resync_files = {'units': unit_paths, 'remove': unit_paths + [tmpfiles, last_good] + (
             [metrics_dir + '/' + METRICS_FILE] if metrics_dir else [])}
 
         node = {}
-        if selected('files', run_tags, skip_tags) or not present:
+        if 'files' in host.parts or not present:
             files, query = [], []
-            if present and selected('files', run_tags, skip_tags):
+            if present and 'files' in host.parts:
                 files.append({'path': values['ip_masq_config_path'], 'content': config})
                 if resync_on:
                     xtables, writers = internal['__ip_masq_xtables_lock'], internal['__ip_masq_writers_lock']
@@ -251,16 +243,16 @@ class ActionModule(ActionBase):
             node['files'] = {
                 'owner': 'root', 'group': 'root', 'mode': '0644', 'files': files, 'query': query,
                 'require': [internal['__ip_masq_systemd_dir']] if resync_on and files else [],
-                'require_msg': SYSTEMD_MSG.format(host=host),
+                'require_msg': SYSTEMD_MSG.format(host=host.name),
             }
-        if resync_on and selected('resync_code', run_tags, skip_tags):
+        if resync_on and 'resync_code' in host.parts:
             node['resync_code'] = {'path': values['ip_masq_lib_dir'], 'python': values['ip_masq_python'], 'root': code_root,
-                                   'unit': unit_dir + '/ip-masq-agent.service', 'systemctl': systemctl}
+                                   'unit': service_path, 'systemctl': systemctl}
             if systemctl and not check:
-                node['daemon_reload_for'] = [unit_dir + '/ip-masq-agent.service']
+                node['daemon_reload_for'] = [service_path]
             if systemctl:
                 node['units'] = list(STARTED_UNITS)
-        if present and selected('chain', run_tags, skip_tags):
+        if present and 'chain' in host.parts:
             node['chain'] = args['masq_chain']
             if values['ip_masq_allow_catch_all']:
                 node['allow_catch_all'] = True
@@ -276,7 +268,7 @@ class ActionModule(ActionBase):
         # The audit comes last, when every other piece has done its work: in
         # this run only where no daemon step follows (the
         # node run leaves it out where its daemons part says one does).
-        if present and audit != 'skip' and 'chain' in node and selected('audit', run_tags, skip_tags):
+        if present and audit != 'skip' and 'chain' in node and 'audit' in host.parts:
             node['audit'] = {'chain': values['ip_masq_chain'], 'ipv6': values['ip_masq_enable_ipv6'],
                              'allow': values['ip_masq_audit_allow'], 'on_offenders': 'warn' if check else audit,
                              'advice': 'role'}
@@ -325,7 +317,7 @@ class ActionModule(ActionBase):
             steps.append('absent')
         for key in ('files', 'resync_code', 'chain', 'audit'):
             result.setdefault(key, None)
-        steps = [step for step in steps if picked(step_tags(step), run_tags, skip_tags)]
+        steps = [step for step in steps if step in host.steps]
         # Which parts of the node run changed, and the files it changed (as node_files names them).
         result['changed_parts'] = [part for part in ('files', 'resync_code', 'chain', 'audit')
                                    if (ran.get(part) or {}).get('changed')]

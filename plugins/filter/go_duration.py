@@ -52,10 +52,9 @@ _value:
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config.golang import parse_duration_ns
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config.golang import parse_duration
 
 NAME = 'ipmasq.agent.go_duration'
-_NS_PER_SECOND = 1000000000
 
 
 def go_duration(value):
@@ -64,12 +63,9 @@ def go_duration(value):
         raise AnsibleFilterError('%s: the input must be a string such as "60s", not %s %r.'
                                  % (NAME, type(value).__name__, value))
     try:
-        ns = parse_duration_ns(value)
+        return parse_duration(value)
     except MasqError as e:
         raise AnsibleFilterError('%s: %s' % (NAME, e.msg)) from None
-    if ns % _NS_PER_SECOND == 0:
-        return ns // _NS_PER_SECOND
-    return ns / _NS_PER_SECOND
 
 
 class FilterModule:

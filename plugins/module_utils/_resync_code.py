@@ -181,6 +181,12 @@ def _modules(top):
     return sorted(out)
 
 
+def code_dirs(path):
+    """The directories of the resync's code below ``path`` (``ip_masq_lib_dir``):
+    the versions' roots (``v``) and the flat tree of 1.0 and 1.1."""
+    return [os.path.join(path, ROOTS), os.path.join(path, TOP, 'ipmasq', 'agent')]
+
+
 def _roots(path):
     """The installed roots below ``path`` (``v/<id>``; hidden directories, a build under way, left out)."""
     top = os.path.join(path, ROOTS)
@@ -343,7 +349,7 @@ def _take(root):
 def stale(path, root):
     """What a sweep would remove: the other roots and the tree of earlier releases."""
     out = [r for r in _roots(path) if r != root]
-    legacy = os.path.join(path, TOP, 'ipmasq', 'agent')
+    legacy = code_dirs(path)[1]
     if os.path.isdir(legacy):
         out.append(legacy)
     return out
@@ -469,7 +475,7 @@ def uninstall(path, check_mode=False):
     """Remove every root and the tree of earlier releases below ``path``,
     and ``path`` and its parents of ours when they are left empty (the
     units are stopped first).  Returns whether anything was there."""
-    there = [p for p in (os.path.join(path, ROOTS), os.path.join(path, TOP, 'ipmasq', 'agent')) if os.path.isdir(p)]
+    there = [p for p in code_dirs(path) if os.path.isdir(p)]
     if check_mode:
         return bool(there)
     if there:

@@ -4,15 +4,16 @@
 # Private to the ipmasq.agent collection: not a public API, it may change without notice.
 """The ip_masq role's variables, converted and validated once, on the controller.
 
-:func:`role_args` takes the role's ``ip_masq_*`` variables of one host as
-given (typed YAML, ``-e key=value`` strings, JSON, templated Jinja),
-converts them with ansible-core's own conversions (``ArgumentSpecValidator``
-on the role's argument spec, as ``validate_argument_spec`` does), and
-returns the typed values and what the node needs (the ``masq_chain``
-arguments, typed, and the normalised lists the config file is written
-from), or raises :class:`RoleArgsError` with every problem at once, types
-and values together, one line each naming the role variable and the host.
-The node gets typed values only, and its own spec types them again.
+:func:`role_args` takes what ``_role_vars.read`` made of the role's
+``ip_masq_*`` variables of one host as given (typed YAML, ``-e key=value``
+strings, JSON, templated Jinja: converted with ansible-core's own
+conversions, ``ArgumentSpecValidator`` on the role's argument spec, as
+``validate_argument_spec`` does; names and paths checked) and returns the
+typed values and what the node needs (the ``masq_chain`` arguments, typed,
+the normalised lists the config file is written from, the daemons' modes
+and steps), or raises :class:`RoleArgsError` with every problem at once,
+types and values together, one line each naming the role variable and the
+host. The node gets typed values only, and its own spec types them again.
 
 Where each rule lives (one home each):
 
@@ -33,33 +34,28 @@ Where each rule lives (one home each):
 - which ``ip_masq_*`` names are variables (the role's spec, the
   collection's playbooks' entry point ``playbooks``, the user's own in
   ``ip_masq_user_vars``) and what a path variable may be (absolute,
-  normalised, no ``..``) are ``_role_vars``'s; the characters of the paths
+  normalised, no ``..``) are ``_role_vars``'s, as are the role's files
+  and the typing; the characters of the paths
   written into the systemd units are the role's own rule (:data:`SAFE_PATH`).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-from collections.abc import Iterable, Mapping
-
-import yaml
 
 from ansible.errors import AnsibleError, AnsibleFilterError
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._nonmasq_guard import nonmasq_guard
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._snat_to import snat_to
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.allow import parse_allow
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import policy_findings
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config.golang import parse_duration_ns
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config.golang import parse_duration
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.options import OPTIONS, POLICY_OPTIONS, role_variable
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import Policy
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.ranges import DEFAULT_NONMASQ_CIDRS
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import registry
-from ansible_collections.ipmasq.agent.plugins.plugin_utils import _role_vars
 
 # Paths that go into the systemd units: absolute, and only characters that
 # need no quoting there (\Z: no trailing newline either).
@@ -68,13 +64,10 @@ PATH_VARIABLES = ('ip_masq_lib_dir', 'ip_masq_state_dir', 'ip_masq_config_path',
                   'ip_masq_unit_dir', 'ip_masq_tmpfiles_dir', 'ip_masq_metrics_dir')
 _UNIT_PATH = ('"%s" is written into the resync\'s systemd units: only letters, digits and _ . + @ - / (no '
               'spaces, quotes or other characters systemd would need quoted).')
-# The role variable that lists the user's own ip_masq_* variables (not refused as misspellings).
-USER_VARS = 'ip_masq_user_vars'
 # masq_chain's options that the role passes (the options table's, but adopt_chain).
 _MODULE_OPTIONS = tuple(o.name for o in OPTIONS if o.module and o.role)
 _FAMILY = {4: 'IPv4', 6: 'IPv6'}
-# The resync timer counts in milliseconds (an interval given in nanoseconds).
-_NS_PER_SECOND = 1000000000
+# The resync timer counts in milliseconds.
 _MS_PER_SECOND = 1000
 _V6_OFF = ('%s of %s: IPv6 CIDRs %s are listed but ip_masq_enable_ipv6 is false '
            '(set it to true, or remove them).')
@@ -84,109 +77,6 @@ _OVER_LIMIT = ('%s of %s: %d CIDRs is over ip_masq_cidr_limit %s '
 
 class RoleArgsError(AnsibleError):
     """The role's variables of one host are refused; the message names the variable and the host."""
-
-
-# The role's folder in this collection (the action may run outside the role).
-ROLE_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), 'roles', 'ip_masq')
-ENTRY_POINT = 'ip_masq'
-# The entry point of the role's argument spec that declares the variables of
-# the collection's playbooks (site.yml, audit.yml): no role variables, but no
-# misspellings either.
-PLAYS_ENTRY_POINT = 'playbooks'
-_READ = {}
-
-
-def _role_file(role_path, *parts):
-    """A YAML file of the role, read once per process."""
-    path = os.path.join(role_path, *parts)
-    if path not in _READ:
-        with open(path, 'rb') as handle:
-            _READ[path] = yaml.load(handle, Loader=getattr(yaml, 'CSafeLoader', yaml.SafeLoader))
-    return _READ[path]
-
-
-def role_spec(role_path=ROLE_PATH):
-    """The options of the role's argument spec (meta/argument_specs.yml,
-    entry point ip_masq), without their documentation."""
-    options = _role_file(role_path, 'meta', 'argument_specs.yml')['argument_specs'][ENTRY_POINT]['options']
-    return dict((name, dict((key, value) for key, value in entry.items()
-                            if key in ('type', 'elements', 'default', 'choices')))
-                for name, entry in options.items())
-
-
-def play_variables(role_path=ROLE_PATH):
-    """The names of the variables the collection's playbooks read (the
-    argument spec's entry point ``playbooks``)."""
-    return tuple(_role_file(role_path, 'meta', 'argument_specs.yml')['argument_specs'][PLAYS_ENTRY_POINT]['options'])
-
-
-def role_defaults(role_path=ROLE_PATH):
-    """The role's defaults/main.yml (for the action run outside the role)."""
-    return _role_file(role_path, 'defaults', 'main.yml')
-
-
-# How the one-line type messages name what a variable must be.
-_WANT = {'str': 'a string', 'path': 'a path (a string)', 'bool': 'true or false', 'int': 'a whole number',
-         'list': 'a list', 'dict': 'a mapping', 'raw': 'a value'}
-_NAMED = (re.compile(r"^argument '([^']+)'"), re.compile(r"option '([^']+)'"), re.compile(r'^value of (\S+) must be'))
-
-
-class _Problems(list):
-    """The problems of one host, one line each, and the variables they name."""
-
-    def __init__(self, host):
-        super().__init__()
-        self.host = host
-        self.bad = set()
-
-    def add(self, variable, text):
-        self.bad.add(variable)
-        self.append('%s of %s: %s' % (variable, self.host, text) if variable else text)
-
-
-def _got(value):
-    if isinstance(value, Mapping):
-        return 'a mapping'
-    if isinstance(value, str):
-        return 'a string'
-    if isinstance(value, bool):
-        return 'a boolean'
-    if isinstance(value, (int, float)):
-        return 'a number'
-    if isinstance(value, (list, tuple)):
-        return 'a list'
-    return 'null' if value is None else 'a value'
-
-
-def _json(value):
-    try:
-        return json.dumps(value, sort_keys=True, default=str)
-    except (TypeError, ValueError):
-        return repr(value)
-
-
-def _typed(values, spec, problems):
-    """``values`` converted by ansible-core's ArgumentSpecValidator on the
-    role's spec (what validate_argument_spec does); a value it refuses is
-    one line in ``problems`` and stays as given."""
-    given = dict((name, value) for name, value in values.items() if name in spec)
-    checked = ArgumentSpecValidator(spec).validate(given, validate_role_argument_spec=True)
-    typed = dict(values)
-    typed.update(checked.validated_parameters)
-    for error in checked.errors:
-        text = getattr(error, 'error_message', None) or str(error)
-        name = next((m.group(1) for m in (r.search(text) for r in _NAMED) if m), None)
-        if name in spec:
-            entry = spec[name]
-            want = _WANT.get(entry.get('type', 'str'), entry.get('type'))
-            if entry.get('elements') in ('str', 'path'):
-                want += ' of strings'
-            if entry.get('choices') and text.startswith('value of'):
-                want = 'one of %s' % ', '.join(str(c) for c in entry['choices'])
-            problems.add(name, 'must be %s, got %s: %s.' % (want, _got(values.get(name)), _json(values.get(name))))
-        else:
-            problems.add(None, 'ip_masq role variables of %s: %s' % (problems.host, text))
-    return typed
 
 
 # A filter's message, "ipmasq.agent.FILTER: N problems in LABEL (M entries): ...",
@@ -329,13 +219,12 @@ def _timer(interval):
     systemd timer's OnUnitActiveSec= (whole seconds, else milliseconds), or
     the finding that refuses it (``timer`` then None)."""
     try:
-        ns = parse_duration_ns(interval)
+        seconds = parse_duration(interval)
     except MasqError as exc:
         return ('duration', 'resync_interval', exc.msg), None
-    if not ns > 0:
+    if not seconds > 0:
         return ('not_positive', 'resync_interval', interval), None
-    # As the go_duration filter gives seconds (whole: an int), then in milliseconds.
-    seconds = ns // _NS_PER_SECOND if ns % _NS_PER_SECOND == 0 else ns / _NS_PER_SECOND
+    # The go_duration filter's seconds, in milliseconds.
     ms = int(round(seconds * _MS_PER_SECOND))
     if ms <= 0:
         return ('under_a_millisecond', 'resync_interval', interval), None
@@ -369,6 +258,33 @@ def _masq_chain_args(values, facts):
     return args
 
 
+def daemon_modes(values):
+    """``[(daemon, mode)]`` for every registered daemon, in the registry's
+    order, with a deprecated choice replaced by its new one; and the
+    deprecation messages."""
+    out, deprecations = [], []
+    for daemon in registry.DAEMONS:
+        mode = values[daemon.variable]
+        if mode in daemon.deprecated:
+            new = daemon.deprecated[mode]
+            deprecations.append('%s: %s is deprecated, use %s (the same).' % (daemon.variable, mode, new))
+            mode = new
+        out.append((daemon, mode))
+    return out, deprecations
+
+
+def daemon_step(daemon, mode, state, backup_dir, values):
+    """One daemon of the role's daemon step (other_snat.yml): its name, whether
+    it is managed, and the options of its module's edit and, after its
+    restart, its clean-up (present only)."""
+    base = dict({'state': state, 'backup_dir': backup_dir}, **daemon.options(values, mode))
+    edit = dict(base, **daemon.edit)
+    cleanup = None
+    if state == 'present' and daemon.cleanup is not None:
+        cleanup = dict(base, **daemon.cleanup)
+    return {'name': daemon.name, 'manage': mode == 'manage', 'edit': edit, 'cleanup': cleanup}
+
+
 def _core_message(exc, host):
     """A core (node-side) refusal, naming the role variable: ``chain: ...`` becomes ``ip_masq_chain of HOST: ...``."""
     option, colon, rest = exc.msg.partition(': ')
@@ -377,59 +293,60 @@ def _core_message(exc, host):
     return 'ip_masq role variables of %s: %s' % (host, exc.msg)
 
 
-def role_args(values: Mapping[str, object], host: str, spec: Mapping[str, dict] | None = None,
-              names: Iterable[str] = (), known: Iterable[str] | None = None) -> dict:
-    """Convert and validate the ip_masq role's variables of ``host`` on the
-    controller.  ``values``: the ``ip_masq_*`` variables (the role's
-    defaults under the user's), templated, in any form a user gives them;
-    ``spec``: the role's argument spec (meta/argument_specs.yml, entry
-    point ``ip_masq``'s ``options``; this collection's role by default);
-    ``names``: every variable name the host has (the action's task_vars'
-    keys: inventory, group_vars, host_vars, play vars, ``-e``); ``known``:
-    the variables of the collection's playbooks (entry point ``playbooks``
-    of this collection's role by default). An ``ip_masq_*`` name in
-    ``values`` or ``names`` that none of these declare is refused.
+def role_args(given) -> dict:
+    """Check the ip_masq role's variables of one host on the controller:
+    ``given`` is what :func:`_role_vars.read` made of them (typed by the
+    role's spec, names and paths checked; its problems so far).
 
-    Returns ``{'state', 'values', 'masq_chain', 'facts', 'timer'}``: the
-    typed values, masq_chain's typed arguments, the normalised lists
-    (``__ip_masq_cidrs``, ``__ip_masq_exceptions``, ``__ip_masq_masquerade``,
+    Returns ``{'state', 'values', 'masq_chain', 'facts', 'timer', 'daemons',
+    'deprecations', 'daemon_steps'}``: the typed values, masq_chain's typed
+    arguments, the normalised lists (``__ip_masq_cidrs``,
+    ``__ip_masq_exceptions``, ``__ip_masq_masquerade``,
     ``__ip_masq_sources``, ``__ip_masq_snat_to``, ``__ip_masq_default_list``;
-    none with state absent) and the resync timer's value.  Raises
-    :class:`RoleArgsError` with every problem, one line each naming the
-    variable and the host; last, anything else the node's core refuses in
-    the policy built from the same arguments.
+    none with state absent), the resync timer's value, and the daemons'
+    (:func:`daemon_modes`: every registered daemon's mode, the deprecation
+    messages; :func:`daemon_step`: the step of each daemon not ``skip``, by
+    name).  Raises :class:`RoleArgsError` with every problem (``given``'s
+    first), one line each naming the variable and the host; last, anything
+    else the node's core refuses in the policy built from the same
+    arguments.
     """
-    problems = _Problems(host)
-    spec = role_spec() if spec is None else spec
-    typed = _typed(values, spec, problems)
-    own = typed.get(USER_VARS) or [] if _ok(problems, USER_VARS) else []
-    for variable, text in _role_vars.name_problems(set(typed) | set(names), spec,
-                                                   play_variables() if known is None else known, own, USER_VARS):
-        problems.add(variable, text)
-    for variable, text in _role_vars.path_problems(typed, values, spec, problems.bad):
-        problems.add(variable, text)
+    typed, problems = given.typed, given.problems.copy()
+    host = problems.host
     # Removal (a state of absent that is itself fine) needs only the chain's name.
     present = typed.get('ip_masq_state') != 'absent' or 'ip_masq_state' in problems.bad
     facts = _normalise(typed, problems) if present else {}
     if present:
         _role_checks(typed, problems)
-    found = policy_findings.check(_options(typed, facts), _bad_options(problems), present=present)
+    # What the role's own checks left goes to the readers that own the rest,
+    # each asked once: the resync timer's Go duration, the audit's allow
+    # list, the policy's rules. Their verdicts are then worded here, in one
+    # place (the timer's first, the allow list's last).
+    options, bad = _options(typed, facts), _bad_options(problems)
     timing, timer = _timer(typed['ip_masq_resync_interval']) if present and _ok(problems, 'ip_masq_resync_interval') \
         else (None, None)
-    _word(problems, ([timing] if timing else []) + found)
+    refused_allow = None
     if present and _ok(problems, 'ip_masq_audit_allow'):
         try:
             parse_allow(typed['ip_masq_audit_allow'])
         except MasqError as exc:
-            problems.add('ip_masq_audit_allow', exc.msg.partition(': ')[2] or exc.msg)
+            refused_allow = exc.msg.partition(': ')[2] or exc.msg
+    found = policy_findings.check(options, bad, present=present)
+    _word(problems, ([timing] if timing else []) + found)
+    if refused_allow:
+        problems.add('ip_masq_audit_allow', refused_allow)
     if problems:
         raise RoleArgsError('\n'.join(problems))
+    modes, deprecations = daemon_modes(typed)
+    daemons = {'daemons': modes, 'deprecations': deprecations, 'daemon_steps': dict(
+        (d.name, daemon_step(d, mode, typed['ip_masq_state'], typed['ip_masq_backup_dir'], typed))
+        for d, mode in modes if mode != 'skip')}
     if not present:
-        return {'state': 'absent', 'values': typed, 'masq_chain': {'chain': typed['ip_masq_chain'], 'state': 'absent'},
-                'facts': {}, 'timer': None}
+        return dict(daemons, state='absent', values=typed, facts={}, timer=None,
+                    masq_chain={'chain': typed['ip_masq_chain'], 'state': 'absent'})
     args = _masq_chain_args(typed, facts)
     try:
         Policy(**dict((key, args[key]) for key in POLICY_OPTIONS if key in args))
     except MasqError as exc:
         raise RoleArgsError(_core_message(exc, host)) from None
-    return {'state': 'present', 'values': typed, 'masq_chain': args, 'facts': facts, 'timer': timer}
+    return dict(daemons, state='present', values=typed, masq_chain=args, facts=facts, timer=timer)

@@ -2,11 +2,16 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 # Private to the ipmasq.agent collection: not a public API, it may change without notice.
-"""Which ``ip_masq_*`` names the ip_masq role knows, and what a path variable
-may be: two of the role's checks on the controller, as pure functions that
-return ``(variable, text)`` problems (:func:`name_problems`,
-:func:`path_problems`); :mod:`_role_args` adds the host and reports them with
-the role's other problems.
+"""A host's ip_masq role variables as given, read on the controller
+(:func:`read`): the role's files that declare them (its argument spec and
+defaults, the collection's playbooks' entry point), their types as
+ansible-core's validator converts them on the spec (what
+``validate_argument_spec`` does), which ``ip_masq_*`` names the role knows,
+and what a path variable may be. :func:`read` returns the typed values and
+the problems found so far, one line each naming the variable and the host;
+``_role_args.role_args`` checks the rest and reports them all at once. The
+names and paths are pure functions that return ``(variable, text)``
+problems (:func:`name_problems`, :func:`path_problems`).
 
 - Names: a host's ``ip_masq_*`` variable that neither the role's argument
   spec nor the collection's playbooks declare, nor the user lists as their
@@ -24,12 +29,131 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import posixpath
+import re
+from collections import namedtuple
+from collections.abc import Iterable, Mapping
+
+import yaml
+
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 PREFIX = 'ip_masq_'
 # How alike a misspelling and the name it stands for are (difflib's ratio of
 # the parts after the prefix, which every name shares).
 _CUTOFF = 0.6
+# The role variable that lists the user's own ip_masq_* variables (not refused as misspellings).
+USER_VARS = 'ip_masq_user_vars'
+
+
+# The role's folder in this collection (the action may run outside the role).
+ROLE_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), 'roles', 'ip_masq')
+ENTRY_POINT = 'ip_masq'
+# The entry point of the role's argument spec that declares the variables of
+# the collection's playbooks (site.yml, audit.yml): no role variables, but no
+# misspellings either.
+PLAYS_ENTRY_POINT = 'playbooks'
+_READ = {}
+
+
+def _role_file(role_path, *parts):
+    """A YAML file of the role, read once per process."""
+    path = os.path.join(role_path, *parts)
+    if path not in _READ:
+        with open(path, 'rb') as handle:
+            _READ[path] = yaml.load(handle, Loader=getattr(yaml, 'CSafeLoader', yaml.SafeLoader))
+    return _READ[path]
+
+
+def role_spec(role_path=ROLE_PATH):
+    """The options of the role's argument spec (meta/argument_specs.yml,
+    entry point ip_masq), without their documentation."""
+    options = _role_file(role_path, 'meta', 'argument_specs.yml')['argument_specs'][ENTRY_POINT]['options']
+    return dict((name, dict((key, value) for key, value in entry.items()
+                            if key in ('type', 'elements', 'default', 'choices')))
+                for name, entry in options.items())
+
+
+def play_variables(role_path=ROLE_PATH):
+    """The names of the variables the collection's playbooks read (the
+    argument spec's entry point ``playbooks``)."""
+    return tuple(_role_file(role_path, 'meta', 'argument_specs.yml')['argument_specs'][PLAYS_ENTRY_POINT]['options'])
+
+
+def role_defaults(role_path=ROLE_PATH):
+    """The role's defaults/main.yml (for the action run outside the role)."""
+    return _role_file(role_path, 'defaults', 'main.yml')
+
+
+# How the one-line type messages name what a variable must be.
+_WANT = {'str': 'a string', 'path': 'a path (a string)', 'bool': 'true or false', 'int': 'a whole number',
+         'list': 'a list', 'dict': 'a mapping', 'raw': 'a value'}
+_NAMED = (re.compile(r"^argument '([^']+)'"), re.compile(r"option '([^']+)'"), re.compile(r'^value of (\S+) must be'))
+
+
+class _Problems(list):
+    """The problems of one host, one line each, and the variables they name."""
+
+    def __init__(self, host):
+        super().__init__()
+        self.host = host
+        self.bad = set()
+
+    def add(self, variable, text):
+        self.bad.add(variable)
+        self.append('%s of %s: %s' % (variable, self.host, text) if variable else text)
+
+    def copy(self):
+        out = _Problems(self.host)
+        out.extend(self)
+        out.bad = set(self.bad)
+        return out
+
+
+def _got(value):
+    if isinstance(value, Mapping):
+        return 'a mapping'
+    if isinstance(value, str):
+        return 'a string'
+    if isinstance(value, bool):
+        return 'a boolean'
+    if isinstance(value, (int, float)):
+        return 'a number'
+    if isinstance(value, (list, tuple)):
+        return 'a list'
+    return 'null' if value is None else 'a value'
+
+
+def _json(value):
+    try:
+        return json.dumps(value, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _typed(values, spec, problems):
+    """``values`` converted by ansible-core's ArgumentSpecValidator on the
+    role's spec (what validate_argument_spec does); a value it refuses is
+    one line in ``problems`` and stays as given."""
+    given = dict((name, value) for name, value in values.items() if name in spec)
+    checked = ArgumentSpecValidator(spec).validate(given, validate_role_argument_spec=True)
+    typed = dict(values)
+    typed.update(checked.validated_parameters)
+    for error in checked.errors:
+        text = getattr(error, 'error_message', None) or str(error)
+        name = next((m.group(1) for m in (r.search(text) for r in _NAMED) if m), None)
+        if name in spec:
+            entry = spec[name]
+            want = _WANT.get(entry.get('type', 'str'), entry.get('type'))
+            if entry.get('elements') in ('str', 'path'):
+                want += ' of strings'
+            if entry.get('choices') and text.startswith('value of'):
+                want = 'one of %s' % ', '.join(str(c) for c in entry['choices'])
+            problems.add(name, 'must be %s, got %s: %s.' % (want, _got(values.get(name)), _json(values.get(name))))
+        else:
+            problems.add(None, 'ip_masq role variables of %s: %s' % (problems.host, text))
+    return typed
 
 
 def path_variables(spec):
@@ -124,3 +248,35 @@ def path_problems(values, given, spec, skip=()):
         else:
             values[name] = paths if many else paths[0]
     return out
+
+
+# What :func:`read` made of a host's role variables: the typed values, and
+# the problems found so far (a :class:`_Problems`: the host, one line each,
+# the variables refused), which ``_role_args.role_args`` adds to and reports.
+Given = namedtuple('Given', 'typed problems')
+
+
+def read(values: Mapping[str, object], host: str, spec: Mapping[str, dict] | None = None,
+         names: Iterable[str] = (), known: Iterable[str] | None = None) -> Given:
+    """Read the ip_masq role's variables of ``host`` on the controller:
+    ``values``: the ``ip_masq_*`` variables (the role's defaults under the
+    user's), templated, in any form a user gives them; ``spec``: the role's
+    argument spec (meta/argument_specs.yml, entry point ``ip_masq``'s
+    ``options``; this collection's role by default); ``names``: every
+    variable name the host has (the action's task_vars' keys: inventory,
+    group_vars, host_vars, play vars, ``-e``); ``known``: the variables of
+    the collection's playbooks (entry point ``playbooks`` of this
+    collection's role by default). The values are typed by ansible-core's
+    validator on ``spec``; an ``ip_masq_*`` name in ``values`` or ``names``
+    that none of these declare, and a path variable that is no absolute
+    path, are problems; the paths are normalised."""
+    problems = _Problems(host)
+    spec = role_spec() if spec is None else spec
+    typed = _typed(values, spec, problems)
+    own = typed.get(USER_VARS) or [] if USER_VARS not in problems.bad else []
+    for variable, text in name_problems(set(typed) | set(names), spec,
+                                        play_variables() if known is None else known, own, USER_VARS):
+        problems.add(variable, text)
+    for variable, text in path_problems(typed, values, spec, problems.bad):
+        problems.add(variable, text)
+    return Given(typed, problems)

@@ -24,7 +24,10 @@ from ansible_collections.ipmasq.agent.plugins.module_utils import _resync_code
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import options
 
-UNIT_NAMES = ('ip-masq-agent.service', 'ip-masq-agent.timer', 'ip-masq-agent.path')
+SERVICE = 'ip-masq-agent.service'
+TIMER = 'ip-masq-agent.timer'
+PATH_UNIT = 'ip-masq-agent.path'
+UNIT_NAMES = (SERVICE, TIMER, PATH_UNIT)
 LAST_GOOD = 'last-good-config'
 ENTRY = 'from %s import main; raise SystemExit(main())' % _resync_code.ENTRY
 # A state directory systemd can make itself (StateDirectory=): one level below /var/lib.
@@ -192,10 +195,11 @@ def path_unit(values, managed):
             'WantedBy=paths.target\n') % (managed, config, config)
 
 
-def units(values, timer_value, managed):
+def units(values, timer_value, root, managed):
     """``{unit name: text}`` of the three units for the typed role variables
-    ``values``; the service's PYTHONPATH names this version's root of the
-    resync's code below ``ip_masq_lib_dir`` (``_resync_code.resync_root``)."""
-    return {'ip-masq-agent.service': service(values, _resync_code.resync_root(values['ip_masq_lib_dir']), managed),
-            'ip-masq-agent.timer': timer(values, timer_value, managed),
-            'ip-masq-agent.path': path_unit(values, managed)}
+    ``values``; the service's PYTHONPATH names ``root``, this version's root
+    of the resync's code below ``ip_masq_lib_dir`` (``_resync_code.resync_root``,
+    computed once by the caller)."""
+    return {SERVICE: service(values, root, managed),
+            TIMER: timer(values, timer_value, managed),
+            PATH_UNIT: path_unit(values, managed)}

@@ -75,10 +75,12 @@ def render_unchecked(out_dir, **extra):
     """The units for values the role's checks would refuse (awkward paths):
     the renderer itself (plugins/plugin_utils/_units.py), over the role's
     defaults, for what systemd makes of its quoting."""
+    from ansible_collections.ipmasq.agent.plugins.module_utils import _resync_code  # pylint: disable=import-outside-toplevel
     from ansible_collections.ipmasq.agent.plugins.plugin_utils import _units  # pylint: disable=import-outside-toplevel
     with open(os.path.join(netlab.ROOT, 'roles', 'ip_masq', 'defaults', 'main.yml'), encoding='utf-8') as handle:
         values = dict(yaml.safe_load(handle), **extra)
-    for name, text in _units.units(values, '60s', 'Ansible managed').items():
+    root = _resync_code.resync_root(values['ip_masq_lib_dir'])
+    for name, text in _units.units(values, '60s', root, 'Ansible managed').items():
         with open(os.path.join(str(out_dir), name), 'w', encoding='utf-8') as handle:
             handle.write(text)
 

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from ansible_collections.ipmasq.agent.plugins.action import ip_masq as action
+from ansible_collections.ipmasq.agent.plugins.plugin_utils import _role_args, _role_vars
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit import allow, owners
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import base, registry
@@ -106,26 +107,45 @@ def test_without_it_the_audit_does_not_know_it():
 
 def test_a_registered_daemon_reaches_the_action(probe):
     values = role_values(ip_masq_probe='manage')
-    modes, deprecations = action.daemon_modes(values)
+    modes, deprecations = _role_args.daemon_modes(values)
     assert [(d.name, mode) for d, mode in modes][-1] == ('probe', 'manage')
     assert dict((d.name, mode) for d, mode in modes if d.name in ('flannel', 'docker', 'kubelet')) == {
         'flannel': 'auto', 'docker': 'auto', 'kubelet': 'report'}
     assert deprecations == []
     assert 'ip_masq_probe' in action.step_tags('other_snat') and 'ip_masq_probe' in action.step_tags('absent')
-    step = action.daemon_step(probe, 'manage', 'present', '/b', values)
+    step = _role_args.daemon_step(probe, 'manage', 'present', '/b', values)
     assert step == {'name': 'probe', 'manage': True, 'edit': {'state': 'present', 'backup_dir': '/b'},
                     'cleanup': {'state': 'present', 'backup_dir': '/b', 'remove_stale_rules': True}}
-    assert action.daemon_step(probe, 'auto', 'absent', '/b', values)['cleanup'] is None
+    assert _role_args.daemon_step(probe, 'auto', 'absent', '/b', values)['cleanup'] is None
 
 
 def test_kubelet_s_set_is_auto_with_a_deprecation():
     values = role_values(ip_masq_kubelet='set')
-    modes, deprecations = action.daemon_modes(values)
+    modes, deprecations = _role_args.daemon_modes(values)
     assert dict((d.name, mode) for d, mode in modes)['kubelet'] == 'auto'
     assert deprecations == ['ip_masq_kubelet: set is deprecated, use auto (the same).']
     kubelet = registry.daemon('kubelet')
-    assert action.daemon_step(kubelet, 'report', 'absent', '/b', values)['edit']['mode'] == 'report'
-    assert 'mode' not in action.daemon_step(kubelet, 'auto', 'present', '/b', values)['edit']
+    assert _role_args.daemon_step(kubelet, 'report', 'absent', '/b', values)['edit']['mode'] == 'report'
+    assert 'mode' not in _role_args.daemon_step(kubelet, 'auto', 'present', '/b', values)['edit']
+
+
+def test_the_checked_settings_carry_each_daemon_s_mode_and_step():
+    """role_args gives the action every daemon's mode (a deprecated choice
+    replaced), the deprecations and each step of a daemon not skip, from
+    the typed values: the action only picks by tags and state."""
+    with open(os.path.join(ROOT, 'roles', 'ip_masq', 'defaults', 'main.yml')) as handle:
+        defaults = yaml.safe_load(handle)
+    for state in ('present', 'absent'):
+        checked = _role_args.role_args(_role_vars.read(dict(defaults, ip_masq_state=state, ip_masq_kubelet='set',
+                                                            ip_masq_docker='skip', ip_masq_backup_dir='/b'), 'h'))
+        modes = dict((d.name, mode) for d, mode in checked['daemons'])
+        assert [d.name for d, _mode in checked['daemons']] == list(BUILT_IN)
+        assert modes['kubelet'] == 'auto' and modes['docker'] == 'skip'
+        assert checked['deprecations'] == ['ip_masq_kubelet: set is deprecated, use auto (the same).']
+        assert sorted(checked['daemon_steps']) == sorted(n for n in BUILT_IN if n != 'docker')
+        kubelet = registry.daemon('kubelet')
+        assert checked['daemon_steps']['kubelet'] == _role_args.daemon_step(kubelet, 'auto', state, '/b',
+                                                                            checked['values'])
 
 
 # Where no daemon may be named: the code that derives from the registry.

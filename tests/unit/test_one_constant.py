@@ -1,6 +1,7 @@
-"""The default chain name and the CNI plugins' chain prefix are each one
-constant (options.DEFAULT_CHAIN, from the options table's row;
-cni_names.CHAIN_PREFIX): no other Python string of plugins/ spells them."""
+"""The default chain name, the CNI plugins' chain prefix and the resync's
+unit names are each one constant (options.DEFAULT_CHAIN, from the options
+table's row; cni_names.CHAIN_PREFIX; _units.UNIT_NAMES): no other Python
+string of plugins/ spells them, nor a unit's path (``DIR/ip-masq-agent.service``)."""
 import ast
 import functools
 import os
@@ -12,7 +13,11 @@ PLUGINS = os.path.join(ROOT, 'plugins')
 HOMES = {
     'IP-MASQ-AGENT': 'plugins/module_utils/_core/model/options.py',
     'CNI-': 'plugins/module_utils/_daemons/cni_names.py',
+    'ip-masq-agent.service': 'plugins/plugin_utils/_units.py',
+    'ip-masq-agent.timer': 'plugins/plugin_utils/_units.py',
+    'ip-masq-agent.path': 'plugins/plugin_utils/_units.py',
 }
+UNITS = ('ip-masq-agent.service', 'ip-masq-agent.timer', 'ip-masq-agent.path')
 
 
 def spellings(literal):
@@ -47,3 +52,14 @@ def test_the_constants_are_the_table_s_and_the_daemon_s():
     from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import cni_names  # pylint: disable=import-outside-toplevel
     assert options.DEFAULT_CHAIN == options.BY_NAME['chain'].default == policy.DEFAULT_CHAIN == 'IP-MASQ-AGENT'
     assert cni_names.CHAIN_PREFIX == 'CNI-'
+
+
+@pytest.mark.parametrize('unit', UNITS)
+def test_no_unit_path_is_spelled_by_hand(unit):
+    """A unit's path is the unit directory joined to _units' name, never a string that restates it."""
+    assert [(path, line) for path, line, value in _constants() if value.endswith('/' + unit)] == []
+
+
+def test_the_unit_names_are_the_units():
+    from ansible_collections.ipmasq.agent.plugins.plugin_utils import _units  # pylint: disable=import-outside-toplevel
+    assert _units.UNIT_NAMES == (_units.SERVICE, _units.TIMER, _units.PATH_UNIT) == UNITS

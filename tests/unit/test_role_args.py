@@ -19,6 +19,7 @@ from ansible_collections.ipmasq.agent.plugins.filter.snat_to import snat_to
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import Policy, is_interface_name
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import RoleArgsError, role_args
+from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_vars import read
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 with open(os.path.join(ROOT, 'roles', 'ip_masq', 'defaults', 'main.yml'), encoding='utf-8') as _f:
@@ -45,12 +46,12 @@ CONTROLS = dict(CASES.CONTROLS, **{
 
 
 def run(host, **values):
-    return role_args(dict(DEFAULTS, **values), host)
+    return role_args(read(dict(DEFAULTS, **values), host))
 
 
 def refusal(host, values):
     with pytest.raises(RoleArgsError) as info:
-        role_args(dict(DEFAULTS, **values), host)
+        role_args(read(dict(DEFAULTS, **values), host))
     return info.value.message
 
 

@@ -15,9 +15,8 @@ import yaml
 from ansible_collections.ipmasq.agent.plugins.action import ip_masq as action
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import registry
 from ansible_collections.ipmasq.agent.plugins.plugin_utils import _role_vars
-from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import (
-    RoleArgsError, play_variables, role_args, role_spec,
-)
+from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import RoleArgsError, role_args
+from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_vars import play_variables, read, role_spec
 from ipmasq_lab import netlab
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -30,7 +29,7 @@ PATHS = sorted(name for name, entry in SPEC.items()
 
 def refusal(values, host='h', state='present', names=()):
     with pytest.raises(RoleArgsError) as info:
-        role_args(dict(DEFAULTS, ip_masq_state=state, **values), host, names=names)
+        role_args(read(dict(DEFAULTS, ip_masq_state=state, **values), host, names=names))
     return info.value.message
 
 
@@ -71,7 +70,7 @@ def test_every_problem_in_one_failure():
 
 def test_own_variables_are_kept_when_listed_and_refused_when_they_are_the_role_s():
     values = dict(DEFAULTS, ip_masq_my_thing='x', ip_masq_user_vars=['ip_masq_my_thing'])
-    assert role_args(values, 'h')['state'] == 'present'
+    assert role_args(read(values, 'h'))['state'] == 'present'
     msg = refusal({'ip_masq_user_vars': ['ip_masq_chain', 'my_thing', 'ip_masq_my_thing']})
     lines = msg.splitlines()
     assert len(lines) == 1 and lines[0].startswith('ip_masq_user_vars of h: '), msg
@@ -83,7 +82,7 @@ def test_the_collection_s_own_names_pass():
     magic variables and other prefixes are no user variables of the role."""
     names = list(play_variables()) + ['__ip_masq_run', '__ip_masq_anything', 'hostvars', 'groups', 'vars',
                                       'ansible_facts', 'sandbox_ns', 'my_ip_masq_x', 'ip_masq']
-    assert role_args(dict(DEFAULTS), 'h', names=names)['state'] == 'present'
+    assert role_args(read(dict(DEFAULTS), 'h', names=names))['state'] == 'present'
     assert set(play_variables()) >= {'ip_masq_serial', 'ip_masq_max_fail_percentage', 'ip_masq_report_path',
                                      'ip_masq_report_fail', 'ip_masq_report_unreachable', 'ip_masq_report_groups'}
     assert not set(play_variables()) & set(SPEC)
@@ -139,7 +138,7 @@ def test_every_path_is_normalised(name):
     value = [given, '/srv/b'] if SPEC[name]['type'] == 'list' else given
     if name == 'ip_masq_metrics_dir':
         value = given
-    typed = role_args(dict(DEFAULTS, **{name: value}), 'h')['values'][name]
+    typed = role_args(read(dict(DEFAULTS, **{name: value}), 'h'))['values'][name]
     assert typed == (['/etc/cni/net.d', '/srv/b'] if SPEC[name]['type'] == 'list' else '/etc/cni/net.d')
 
 
@@ -177,11 +176,11 @@ def test_a_list_names_each_bad_entry_by_index():
 def test_null_is_no_path_except_where_null_is_the_default():
     assert refusal({'ip_masq_backup_dir': None}).startswith('ip_masq_backup_dir of h: must be an absolute path, got null')
     assert refusal({'ip_masq_cni_conf_dirs': None}).startswith('ip_masq_cni_conf_dirs of h: must be a list')
-    assert role_args(dict(DEFAULTS, ip_masq_metrics_dir=None), 'h')['values']['ip_masq_metrics_dir'] is None
+    assert role_args(read(dict(DEFAULTS, ip_masq_metrics_dir=None), 'h'))['values']['ip_masq_metrics_dir'] is None
 
 
 def test_an_empty_cni_list_is_no_directory_and_manage_of_none_is_refused():
-    typed = role_args(dict(DEFAULTS, ip_masq_cni_conf_dirs=[]), 'h')['values']
+    typed = role_args(read(dict(DEFAULTS, ip_masq_cni_conf_dirs=[]), 'h'))['values']
     assert typed['ip_masq_cni_conf_dirs'] == []
     msg = refusal({'ip_masq_cni_conf_dirs': [], 'ip_masq_cni': 'manage'})
     assert msg.startswith('ip_masq_cni of h: manage') and 'ip_masq_cni_conf_dirs' in msg
@@ -234,3 +233,18 @@ def test_the_cni_editor_takes_an_empty_list_as_no_directory(tmp_path, state):
     assert result['installed'] is False and result['changed'] is False and result['edited'] == []
     assert 'nothing to do' in ' '.join(result['messages'])
     assert os.listdir(str(tmp_path)) == []
+
+
+def test_read_types_and_names_then_role_args_reports_its_problems_first():
+    """_role_vars.read: the host's variables typed by the role's spec, names
+    and paths checked, its problems kept (not raised); role_args reports
+    them first, with its own after them, in one RoleArgsError."""
+    given = read(dict(DEFAULTS, ip_masq_cidr_limit='12', ip_masq_lib_dir='/a/../b',
+                      ip_masq_nonmasquerade_cidrs=['10.0.0.0/33']), 'n1', names=['ip_masq_chian'])
+    assert given.typed['ip_masq_cidr_limit'] == 12 and given.problems.host == 'n1'
+    assert [line.split(' ')[0] for line in given.problems] == ['ip_masq_chian', 'ip_masq_lib_dir']
+    with pytest.raises(RoleArgsError) as info:
+        role_args(given)
+    lines = info.value.message.splitlines()
+    assert lines[:2] == list(given.problems) and lines[2].startswith('ip_masq_nonmasquerade_cidrs of n1: ')
+    assert len(given.problems) == 2, 'role_args added to what read gave'

@@ -21,10 +21,12 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backen
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import resync
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.options import POLICY_OPTIONS
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import Policy
+from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import resync_root
 from ansible_collections.ipmasq.agent.plugins.modules.ip_masq_node import chain_params
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._config_file import config_text
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import role_args
-from ansible_collections.ipmasq.agent.plugins.plugin_utils._units import units
+from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_vars import read
+from ansible_collections.ipmasq.agent.plugins.plugin_utils._units import SERVICE, units
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ROLE = os.path.join(ROOT, 'roles', 'ip_masq')
@@ -43,7 +45,7 @@ def fingerprint(policy):
 def controller(values):
     """What the action does: template each value, then role_args."""
     templated = dict((name, TEMPLAR.template(value)) for name, value in values.items())
-    return role_args(templated, 'h')
+    return role_args(read(templated, 'h'))
 
 
 def node_policy(masq_chain, allow_catch_all):
@@ -54,7 +56,7 @@ def resync_policy(checked_args):
     """The resync's policy, from the config file and the service's flags the role writes."""
     values, facts = checked_args['values'], checked_args['facts']
     text = config_text(values, facts, 'Ansible managed')
-    unit = units(values, checked_args['timer'], 'm')['ip-masq-agent.service']
+    unit = units(values, checked_args['timer'], resync_root(values['ip_masq_lib_dir']), 'm')[SERVICE]
     exec_line = [line for line in unit.replace('\\\n', ' ').splitlines() if line.startswith('ExecStart=')][0]
     argv = [a.replace('$$', '$').replace('%%', '%') for a in shlex.split(exec_line[len('ExecStart='):])]
     opts = resync.parse_args(argv[argv.index('-c') + 2:])

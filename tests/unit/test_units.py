@@ -16,10 +16,12 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import op
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import resync
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.options import OPTIONS, POLICY_OPTIONS, RESYNC_FLAG_OPTIONS
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import Policy
+from ansible_collections.ipmasq.agent.plugins.module_utils import _resync_code
 from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import resync_root
 from ansible_collections.ipmasq.agent.plugins.plugin_utils import _units
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._config_file import config_text
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import role_args
+from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_vars import read
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GOLDEN = os.path.join(HERE, 'units_golden')
@@ -33,7 +35,7 @@ with open(os.path.join(GOLDEN, 'cases.json'), encoding='utf-8') as _f:
 @pytest.mark.parametrize('case', CASES, ids=[c['name'] for c in CASES])
 def test_the_units_are_byte_for_byte_what_the_templates_wrote(case):
     values = dict(DEFAULTS, **dict((k, v) for k, v in case.items() if k.startswith('ip_masq_')))
-    got = _units.units(values, case['timer'], 'Ansible managed')
+    got = _units.units(values, case['timer'], resync_root(values['ip_masq_lib_dir']), 'Ansible managed')
     assert sorted(got) == sorted(_units.UNIT_NAMES)
     # Two changes since the templates: PYTHONPATH names this version's own root below
     # ip_masq_lib_dir (<lib>/v/<id>, issue 34), not ip_masq_lib_dir itself.
@@ -49,6 +51,16 @@ def test_the_units_are_byte_for_byte_what_the_templates_wrote(case):
         assert got[name] == want, name
 
 
+def test_the_service_runs_from_the_root_it_is_given(monkeypatch):
+    """The action computes the version's root once per host run and passes it:
+    the units do not compute it again."""
+    def again(_path):
+        raise AssertionError('resync_root computed a second time')
+    monkeypatch.setattr(_resync_code, 'resync_root', again)
+    got = _units.units(DEFAULTS, '60s', '/given/v/0123', 'm')
+    assert '"PYTHONPATH=/given/v/0123"' in got[_units.SERVICE]
+
+
 def exec_argv(service):
     """The resync's arguments in ExecStart=, unquoted as systemd does (specifiers and variables too)."""
     line = [line for line in service.replace('\\\n', ' ').splitlines() if line.startswith('ExecStart=')][0]
@@ -59,7 +71,7 @@ def exec_argv(service):
 def resync_policy(checked):
     """The policy the resync builds from the role's config file and the unit's ExecStart."""
     values, facts = checked['values'], checked['facts']
-    service = _units.units(values, checked['timer'], 'm')['ip-masq-agent.service']
+    service = _units.units(values, checked['timer'], resync_root(values['ip_masq_lib_dir']), 'm')[_units.SERVICE]
     opts = resync.parse_args(exec_argv(service))
     return resync._settings(config_text(values, facts, 'm'), opts)[2], opts  # pylint: disable=protected-access
 
@@ -91,7 +103,7 @@ def test_every_resync_flag_has_another_value_here():
 @pytest.mark.parametrize('name', sorted(OTHER))
 def test_each_flag_option_reaches_the_resync_as_the_module_gets_it(name):
     option = options.BY_NAME[name]
-    checked = role_args(dict(DEFAULTS, **{option.role: OTHER[name]}), 'h')
+    checked = role_args(read(dict(DEFAULTS, **{option.role: OTHER[name]}), 'h'))
     policy, opts = resync_policy(checked)
     # The parsed flag is the typed value the controller checked.
     parsed = getattr(opts, resync.flag_attr(option.resync_flag))
@@ -99,12 +111,13 @@ def test_each_flag_option_reaches_the_resync_as_the_module_gets_it(name):
     assert parsed == want
     assert view(policy) == view(module_policy(checked))
     if option.module and name != 'backend':
-        assert view(policy) != view(module_policy(role_args(dict(DEFAULTS), 'h'))), 'the value changed nothing'
+        assert view(policy) != view(module_policy(role_args(read(dict(DEFAULTS), 'h')))), 'the value changed nothing'
 
 
 def test_the_unit_passes_exactly_the_table_s_flags_and_the_resync_knows_each():
-    checked = role_args(dict(DEFAULTS, ip_masq_metrics_dir='/srv/m', ip_masq_random_fully=True), 'h')
-    service = _units.units(checked['values'], checked['timer'], 'm')['ip-masq-agent.service']
+    checked = role_args(read(dict(DEFAULTS, ip_masq_metrics_dir='/srv/m', ip_masq_random_fully=True), 'h'))
+    service = _units.units(checked['values'], checked['timer'], resync_root(checked['values']['ip_masq_lib_dir']),
+                           'm')[_units.SERVICE]
     given = [a.partition('=')[0] for a in exec_argv(service) if a.startswith('--')]
     assert sorted(given) == sorted(['--config', '--state-file', '--metrics-dir']
                                    + [o.resync_flag for o in RESYNC_FLAG_OPTIONS])

@@ -35,12 +35,9 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.ranges im
 FAMILIES = (4, 6)
 # The options whose lists an IPv6 entry needs ipv6 for, in the order reported.
 _V6_LISTS = ('exception_cidrs', 'masquerade_cidrs', 'source_cidrs')
+_LISTS = ('nonmasquerade_cidrs',) + _V6_LISTS
 # The single-option rules of the core, and the options they check.
 _SINGLE = (('chain', validate_chain_name), ('to_ports', parse_to_ports))
-
-
-def _v6(cidrs):
-    return [cidr for cidr in cidrs if cidr_family(cidr) == 6]
 
 
 def single(options, bad=()):
@@ -61,9 +58,10 @@ def check(o, bad=(), present=True):
     ``bad``: the options already refused on their own (their rules are not
     run again, nor those that need them).  With ``present`` false (the
     policy is being removed) only the chain's name matters."""
-    if not present:
-        return single({'chain': o['chain']}, bad)
-    return _combinations(o, bad) + single(o, bad)
+    # Each option on its own first (with the policy removed, only the chain's
+    # name); reported after the rules across options.
+    each = single(o if present else {'chain': o['chain']}, bad)
+    return _combinations(o, bad) + each if present else each
 
 
 def _combinations(o, bad):
@@ -75,18 +73,20 @@ def _combinations(o, bad):
     ipv6, limit, reserved = o['ipv6'], o['cidr_limit'], o['nomasq_all_reserved_ranges']
     masq_link_local = {4: o['masq_link_local'], 6: o['masq_link_local_ipv6']}
     masq_mode = bool(masquerade)
+    # The IPv6 entries of each list (not refused), found once.
+    v6 = dict((name, [c for c in o[name] if cidr_family(c) == 6]) for name in _LISTS if o[name])
     v6_ok, limit_ok = 'ipv6' in ok, 'cidr_limit' in ok
     over = dict((name, o[name] is not None and limit_ok and over_limit(len(o[name]), limit))
                 for name in ('nonmasquerade_cidrs', 'masquerade_cidrs'))
-    if cidrs is not None and v6_ok and _v6(cidrs) and not ipv6:
-        out.append(('v6_off', 'nonmasquerade_cidrs', _v6(cidrs)))
+    if v6_ok and v6.get('nonmasquerade_cidrs') and not ipv6:
+        out.append(('v6_off', 'nonmasquerade_cidrs', v6['nonmasquerade_cidrs']))
     if masquerade is not None and not masq_mode and over['nonmasquerade_cidrs']:
         out.append(('over_limit', 'nonmasquerade_cidrs', (len(cidrs), limit)))
     ext_v6 = {}
     if v6_ok and not ipv6:
-        for name, listed in ((n, o[n]) for n in _V6_LISTS):
-            if listed and _v6(listed):
-                ext_v6[name] = _v6(listed)
+        for name in _V6_LISTS:
+            if v6.get(name):
+                ext_v6[name] = v6[name]
                 out.append(('v6_off', name, ext_v6[name]))
     given = extensions_given({'exception_cidrs': exceptions or [], 'masquerade_cidrs': masquerade or [],
                               'snat_to': o['snat_to'] or [], 'source_cidrs': sources or [],
@@ -115,7 +115,8 @@ def _combinations(o, bad):
         if outside:
             out.append(('outside_kept', 'exception_cidrs', outside))
     if sources and v6_ok and ipv6:
-        missing = missing_source_families({4: [c for c in sources if cidr_family(c) == 4], 6: _v6(sources)}, FAMILIES)
+        missing = missing_source_families({4: [c for c in sources if cidr_family(c) == 4], 6: v6['source_cidrs']},
+                                          FAMILIES)
         if missing:
             out.append(('missing_source_family', 'source_cidrs', missing))
     if 'out_interfaces' in ok:

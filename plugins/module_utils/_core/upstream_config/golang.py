@@ -150,8 +150,10 @@ def parse_duration_ns(text):
 
 
 def parse_duration(text):
-    """Parse a Go duration into seconds (float)."""
-    return parse_duration_ns(text) / float(_SECOND)
+    """Parse a Go duration into seconds: an int when whole, else a float (the
+    ``go_duration`` filter's value; the role's resync timer starts from it)."""
+    ns = parse_duration_ns(text)
+    return ns // _SECOND if ns % _SECOND == 0 else ns / _SECOND
 
 
 def _frac(value, prec):

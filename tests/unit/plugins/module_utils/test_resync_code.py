@@ -124,6 +124,21 @@ def test_absent_removes_every_root_and_the_flat_tree(tmp_path, sources):
     assert _resync_code.uninstall(lib) is False
 
 
+def test_the_code_dirs_are_what_stale_and_absent_act_on(tmp_path, sources):
+    """code_dirs names the versions' roots and the flat tree of 1.0/1.1, the
+    directories that stale and uninstall act on (and the action asks the node
+    about): a root or a flat tree outside them is neither stale nor removed."""
+    lib = str(tmp_path / 'lib')
+    assert _resync_code.code_dirs(lib) == [os.path.join(lib, 'v'), os.path.join(lib, 'ansible_collections', 'ipmasq', 'agent')]
+    flat_tree(lib, sources)
+    _resync_code.install(lib, sources, make_run(), sys.executable)
+    root = root_of(lib, sources)
+    roots, flat = _resync_code.code_dirs(lib)
+    assert _resync_code.stale(lib, root) == [flat] and os.path.dirname(root) == roots
+    assert _resync_code.uninstall(lib) is True
+    assert not any(os.path.exists(d) for d in _resync_code.code_dirs(lib))
+
+
 # ------------------------------------------------ a resync in flight, the sweep
 
 HOLD = ('import sys; from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import resync; '
