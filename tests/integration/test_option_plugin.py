@@ -35,9 +35,11 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import op
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import Policy
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.rules import Desired
+from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import resync_root
 from ansible_collections.ipmasq.agent.plugins.plugin_utils import _units
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._config_file import config_text
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import role_args
+from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_vars import read
 from ipmasq_lab import netlab, option_probe
 from ipmasq_lab.topology import CL4, NODE_CL4, NODE_EXT4, POD4, Topology
 
@@ -122,8 +124,8 @@ def role_values(root, backend):
         defaults = yaml.safe_load(handle)
     state = os.path.join(root, backend)
     os.makedirs(state, exist_ok=True)
-    return role_args(dict(defaults, ip_masq_nonmasquerade_cidrs=KEPT, ip_masq_backend=backend,
-                          ip_masq_config_path=os.path.join(root, 'config'), ip_masq_state_dir=state), 'h')
+    return role_args(read(dict(defaults, ip_masq_nonmasquerade_cidrs=KEPT, ip_masq_backend=backend,
+                               ip_masq_config_path=os.path.join(root, 'config'), ip_masq_state_dir=state), 'h'))
 
 
 def exec_argv(service):
@@ -149,7 +151,7 @@ def test_the_resync_s_usage_help_and_policy_take_the_registered_option(tmp_path)
         assert '  %s MARK' % option_probe.FLAG in text and option_probe.OPTION.help[0] in text
         checked = role_values(str(tmp_path), 'iptables')
         values = dict(checked['values'], ip_masq_nomasq_mark=MARK)
-        service = _units.units(values, checked['timer'], 'm')['ip-masq-agent.service']
+        service = _units.units(values, checked['timer'], resync_root(values['ip_masq_lib_dir']), 'm')[_units.SERVICE]
         assert '  %s "%s" \\\n' % (option_probe.FLAG, MARK) in service
         opts = resync.parse_args(exec_argv(service))
         policy = resync._settings(config_text(values, checked['facts'], 'm'), opts)[2]  # pylint: disable=protected-access
@@ -181,7 +183,7 @@ def test_a_registered_option_reaches_the_node_the_resync_and_the_unit(tmp_path):
             for backend in ('iptables', 'nftables'):
                 checked = role_values(root, backend)
                 values = dict(checked['values'], ip_masq_nomasq_mark=MARK)
-                unit[backend] = exec_argv(_units.units(values, checked['timer'], 'm')['ip-masq-agent.service'])
+                unit[backend] = exec_argv(_units.units(values, checked['timer'], resync_root(values['ip_masq_lib_dir']), 'm')[_units.SERVICE])
                 if backend == 'iptables':
                     with open(values['ip_masq_config_path'], 'w', encoding='utf-8') as handle:
                         handle.write(config_text(values, checked['facts'], 'm'))
