@@ -10,7 +10,11 @@
 Standard library only: this file runs on managed nodes.
 """
 
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.addresses import check_snat_local
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.cidrs import guard_nonmasq_cidrs
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry.backends import Backends, check_backend, diff_text
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import options
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import Policy, validate_chain_name
@@ -55,3 +59,29 @@ def apply_checked(p, policy, check_mode, diff, run, find):
     if diff:
         result['diff'] = {'before': diff_text(result, 'before'), 'after': diff_text(result, 'after')}
     return result
+
+
+def chain_params(given, allow_catch_all=False):
+    """The options of a policy the role applies (``ip_masq_node``'s
+    ``chain`` part, ``snat_explain``'s ``after.chain``) typed by masq_chain's
+    own spec (the options table) and checked by the core as masq_chain
+    checks them, and its CIDR lists as the role's controller checks them,
+    before any part of the run writes anything: a string never reaches a
+    boolean. Returns ``(options, policy)`` as :func:`checked` makes them:
+    the caller applies that policy, built once."""
+    result = ArgumentSpecValidator(options.module_spec()).validate(dict(given))
+    if result.error_messages:
+        raise MasqError('chain: %s. Nothing was changed.' % '; '.join(result.error_messages), failed_part='chain')
+    params = result.validated_parameters
+    try:
+        if params['state'] == 'present':
+            if params['nonmasquerade_cidrs'] is not None:
+                guard_nonmasq_cidrs(params['nonmasquerade_cidrs'], allow_catch_all=allow_catch_all,
+                                    keep_duplicates=params['rule_format'] == 'upstream')
+            for name in ('exception_cidrs', 'masquerade_cidrs', 'source_cidrs'):
+                guard_nonmasq_cidrs(params[name], allow_catch_all=True, name=name)
+        return checked(params)
+    except MasqError as e:
+        msg = e.msg.rstrip()
+        raise MasqError(msg if msg.endswith('Nothing was changed.') else msg + ' Nothing was changed.',
+                        failed_part='chain') from None

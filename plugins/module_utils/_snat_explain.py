@@ -23,7 +23,11 @@ SPEC = {
     'mark': {'type': 'str'},
     'chain': {'type': 'str', 'default': DEFAULT_CHAIN},
     'include_nft': {'type': 'str', 'choices': ['auto', 'always', 'never'], 'default': 'auto'},
+    'after': {'type': 'dict'},
 }
+
+# What the answer now says, next to the answer after the role (after mode).
+NOW_KEYS = ('verdict', 'to', 'reason', 'decided_by', 'msg')
 
 
 def explain(params, run, find, proc_read=None):
@@ -32,9 +36,21 @@ def explain(params, run, find, proc_read=None):
                        params.get('out_interface'), params.get('mark'))
     asked = {'src': str(flow.src), 'dst': str(flow.dst), 'proto': flow.proto, 'dport': flow.dport,
              'out_interface': flow.oif, 'mark': '0x%x' % flow.mark}
-    reading = read(run, find, flow.family, chain=params.get('chain') or DEFAULT_CHAIN,
-                   include_nft=params.get('include_nft') or 'auto', proc_read=proc_read)
-    result = reading.explain(flow, params.get('chain') or DEFAULT_CHAIN)
+    chain = params.get('chain') or DEFAULT_CHAIN
+    include_nft = params.get('include_nft') or 'auto'
+    now = policy_msg = None
+    if params.get('after') is not None:
+        # Start-up cost: the writers' core is loaded only in after mode.
+        from ansible_collections.ipmasq.agent.plugins.module_utils._explain.after import project  # pylint: disable=import-outside-toplevel
+        projection, policy_msg = project(params['after'], run, find)
+        now = read(run, find, flow.family, chain=chain, include_nft=include_nft,
+                   proc_read=proc_read).explain(flow.copy(), chain)
+        run = projection
+    reading = read(run, find, flow.family, chain=chain, include_nft=include_nft, proc_read=proc_read)
+    result = reading.explain(flow, chain)
     result['flow'] = asked
+    result['after'] = now is not None
+    result['now'] = dict((key, now[key]) for key in NOW_KEYS) if now is not None else None
+    result['policy'] = policy_msg
     result['changed'] = False
     return result

@@ -225,10 +225,8 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry.backends import installed_tools, needed_tools
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.cidrs import guard_nonmasq_cidrs
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.options import module_spec
-from ansible_collections.ipmasq.agent.plugins.module_utils._masq_chain import apply_checked, checked
+from ansible_collections.ipmasq.agent.plugins.module_utils._masq_chain import apply_checked, chain_params
 from ansible_collections.ipmasq.agent.plugins.module_utils._module import run_module
 from ansible_collections.ipmasq.agent.plugins.module_utils._msg import node_msg
 from ansible_collections.ipmasq.agent.plugins.module_utils._snat_sources import SPEC as SNAT_SOURCES_SPEC
@@ -280,29 +278,6 @@ def code_sweep(params, root, check_mode, reloaded, written_units, run, find):
     from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import later_sweep  # pylint: disable=import-outside-toplevel
     systemctl = find('systemctl') if params.get('systemctl') else None
     return later_sweep(params['path'], root, params.get('unit'), check_mode, reloaded, written_units, run, systemctl)
-
-
-def chain_params(given, allow_catch_all=False):
-    """The chain part's options typed by masq_chain's own spec (the options
-    table) and checked by the core as masq_chain checks them, and its CIDR
-    lists as the role's controller checks them, before any part of the run
-    writes anything: a string never reaches a boolean. Returns
-    ``(options, policy)`` as ``_masq_chain.checked`` makes them: the chain
-    part applies that policy, built once."""
-    result = ArgumentSpecValidator(module_spec()).validate(dict(given))
-    if result.error_messages:
-        raise MasqError('chain: %s. Nothing was changed.' % '; '.join(result.error_messages), failed_part='chain')
-    params = result.validated_parameters
-    try:
-        if params['state'] == 'present':
-            if params['nonmasquerade_cidrs'] is not None:
-                guard_nonmasq_cidrs(params['nonmasquerade_cidrs'], allow_catch_all=allow_catch_all,
-                                    keep_duplicates=params['rule_format'] == 'upstream')
-            for name in ('exception_cidrs', 'masquerade_cidrs', 'source_cidrs'):
-                guard_nonmasq_cidrs(params[name], allow_catch_all=True, name=name)
-        return checked(params)
-    except MasqError as e:
-        raise MasqError(_nothing_changed(e.msg), failed_part='chain') from None
 
 
 def audit_params(given):

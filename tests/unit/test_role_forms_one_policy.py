@@ -22,7 +22,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import re
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.options import POLICY_OPTIONS
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import Policy
 from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import resync_root
-from ansible_collections.ipmasq.agent.plugins.modules.ip_masq_node import chain_params
+from ansible_collections.ipmasq.agent.plugins.module_utils._masq_chain import chain_params
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._config_file import config_text
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import role_args
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_vars import read

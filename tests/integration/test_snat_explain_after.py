@@ -1,0 +1,138 @@
+"""ipmasq.agent.snat_explain "after the role" (its option ``after``) against
+real packets.
+
+On the node of test_snat_explain.py (ours next to a Docker-like rule, a
+kube-proxy-like KUBE-POSTROUTING with its mark, and foreign nft tables at
+priorities 50 and 150), a policy of ours is in place.  Each round draws the
+next policy (both policy backends: a switch from iptables to nftables, a
+rewrite of the nft table, a switch back, a rewrite of the chain) and flows,
+asks the explanation after that policy (the node must not change), then
+really applies the policy (masq_chain with the same options, as the role's
+node step applies its ``chain``), sends the packets and reads the source
+each receiver saw.  Wherever the after answer is not ``unknown`` it must
+agree with the packet; ``unknown`` stays under 5% and names its match.
+
+Cost: ``IMQ_EXPLAIN_AFTER_CASES`` flows (default 100, over 4 rounds),
+``IMQ_EXPLAIN_SEED`` the random seed (default: a new one, printed on
+failure).  Needs root; nothing happens in the root network namespace.
+"""
+import collections
+import json
+import os
+import random
+import sys
+import time
+
+import pytest
+
+from ipmasq_lab import netlab, topology
+# autouse: the root namespace stays as it was.
+from test_packets import root_namespace_untouched  # noqa: F401 pylint: disable=unused-import
+from test_snat_explain import (FOREIGN_IPT, FOREIGN_NFT, POD_DOCKER, SEED, ExplainTopology, draw_flows, draw_policy,
+                               expected, module, send)
+from ipmasq_lab.topology import POD4
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason='needs root (network namespaces)')
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BATCH = os.path.join(HERE, 'explain_after_batch.py')
+CASES = int(os.environ.get('IMQ_EXPLAIN_AFTER_CASES', '100'))
+# The policy backend of each round, after an iptables policy: a switch, a rewrite, a switch back, a rewrite.
+ROUNDS = ('nftables', 'nftables', 'iptables', 'iptables')
+
+
+def listings(topo):
+    return topo.nat_save(), topo.node.exec(['nft', 'list', 'ruleset']).stdout
+
+
+def explain_after(topo, after, flows):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([netlab.COLLECTIONS, HERE]))
+    out = topo.node.exec([sys.executable, BATCH], input=json.dumps({'after': after, 'flows': flows}), env=env,
+                         timeout=300)
+    return json.loads(out.stdout)
+
+
+def foreign(topo):
+    topo.node.exec([topo.backend.tool('iptables-restore'), '--noflush'], input=FOREIGN_IPT)
+    topo.node.exec(['nft', '-f', '-'], input=FOREIGN_NFT)
+
+
+def test_after_mode_agrees_with_real_packets():
+    rng = random.Random(SEED)
+    rounds = max(len(ROUNDS), -(-CASES // 25))
+    per_round = -(-CASES // rounds)
+    started = time.monotonic()
+    total, unknown, wrong, missing = 0, [], [], []
+    verdicts = collections.Counter()
+    with ExplainTopology.with_tools('nft', ipv6=False) as topo:
+        foreign(topo)
+        first = draw_policy(rng, 'iptables')
+        assert not module(topo, 'masq_chain', first).get('failed'), (SEED, first)
+        for index in range(rounds):
+            args = draw_policy(rng, ROUNDS[index % len(ROUNDS)], 'snat-to' if index == 0 else None)
+            flows = draw_flows(rng, per_round)
+            before = listings(topo)
+            answers = explain_after(topo, {'chain': args}, flows)
+            assert listings(topo) == before, 'after mode changed the node'
+            if index == 0:
+                # The module says what the batch (its code, many flows in one process) says.
+                one = module(topo, 'snat_explain', dict(flows[0], dport=str(flows[0]['dport']), after={'chain': args}))
+                assert (one['verdict'], one['to'], one['decided_by']) == (
+                    answers[0]['verdict'], answers[0]['to'], answers[0]['decided_by']), (SEED, one, answers[0])
+            res = module(topo, 'masq_chain', args)
+            assert not res.get('failed'), (SEED, args, res.get('msg'))
+            topo.node.exec(['conntrack', '-F'], check=False)
+            seen = send(topo, flows)
+            for flow, answer in zip(flows, answers):
+                total += 1
+                verdicts[answer['verdict']] += 1
+                got = seen.get((flow['proto'], flow['dst'], flow['dport']))
+                if got is None:
+                    missing.append((flow, answer['msg']))
+                elif answer['verdict'] == 'unknown' and answer['candidates']:
+                    if got not in [expected(flow, c) for c in answer['candidates']]:
+                        wrong.append((args, flow, answer['msg'], answer['candidates'], 'receiver saw %s' % got))
+                elif answer['verdict'] == 'unknown':
+                    unknown.append((flow, answer['reason'], got))
+                elif got != expected(flow, answer):
+                    wrong.append((args, flow, answer['msg'], answer['decided_by'], 'receiver saw %s' % got))
+    took = time.monotonic() - started
+    print('snat_explain after mode: %d flows over %d rounds in %.1f s (seed %d): %s'
+          % (total, rounds, took, SEED, dict(verdicts)))
+    assert not missing, (SEED, missing[:5])
+    assert not wrong, (SEED, len(wrong), wrong[:5])
+    assert len(unknown) * 20 < total, (SEED, len(unknown), unknown[:5])
+    assert verdicts['masquerade'] and verdicts['snat'] and verdicts['unchanged'], dict(verdicts)
+
+
+def test_after_mode_module():
+    """The module in after mode: the answer now and after side by side, the
+    policy run's words, only listings run, the node unchanged, bad policy
+    input named."""
+    with ExplainTopology.with_tools('nft', ipv6=False) as topo:
+        foreign(topo)
+        assert not module(topo, 'masq_chain', {'backend': 'iptables'}).get('failed')
+        before = listings(topo)
+        flow = {'src': POD4, 'dst': topology.EXT4, 'proto': 'udp', 'dport': '30101', 'out_interface': 'to-ext'}
+        after = {'chain': {'backend': 'nftables', 'snat_to': ['203.0.113.7']}}
+        res = module(topo, 'snat_explain', dict(flow, after=after, _ansible_check_mode=True))
+        assert not res.get('failed'), res
+        assert res['after'] is True and res['changed'] is False
+        assert res['now']['verdict'] == 'masquerade' and res['now']['decided_by']['chain'] == 'IP-MASQ-AGENT', res
+        assert (res['verdict'], res['to']) == ('snat', '203.0.113.7'), res
+        assert res['decided_by']['owner'] == 'ip-masq-agent' and res['decided_by']['table'] == 'inet ip-masq-agent'
+        assert 'nftables' in res['policy'], res['policy']
+        listed = ('iptables', 'iptables-save', 'iptables-legacy-save', 'iptables-nft-save', 'iptables-legacy',
+                  'iptables-nft', 'nft', 'ip6tables', 'ip6tables-save', 'ip6tables-legacy-save',
+                  'ip6tables-nft-save', 'ip6tables-legacy', 'ip6tables-nft')
+        assert all(c.split()[0].rsplit('/', 1)[-1] in listed for c in res['commands']), res['commands']
+        # Docker's rule stays: the role leaves it unless its docker step removes it.
+        res = module(topo, 'snat_explain', {'src': POD_DOCKER, 'dst': topology.CL4, 'proto': 'tcp',
+                                            'out_interface': 'to-cluster', 'after': after})
+        assert (res['verdict'], res['decided_by']['owner']) == ('masquerade', 'docker'), res
+        # Bad policy input: the option and the value named, nothing run.
+        res = module(topo, 'snat_explain', dict(flow, after={'chain': {'nonmasquerade_cidrs': ['10.0.0.0/33']}}))
+        assert res.get('failed') and res['msg'].startswith('after.chain:') and '10.0.0.0/33' in res['msg'], res
+        res = module(topo, 'snat_explain', dict(flow, after={'chain': {}, 'daemons': {}}))
+        assert res.get('failed') and 'daemons' in res['msg'], res
+        assert listings(topo) == before
