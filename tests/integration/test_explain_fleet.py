@@ -1,0 +1,114 @@
+"""The fleet form of the SNAT explanation: ``ansible-playbook
+ipmasq.agent.explain`` (playbooks/explain.yml) over SSH against a four-host
+fleet (tests/lab/ipmasq_lab/fleetlab.py, two groups of two), after
+site.yml, with hosts broken by hand:
+
+- east-1: our chain removed (the nat table restored without it);
+- east-2: as the role left it (ours decides);
+- west-1: a Docker-like MASQUERADE rule first in POSTROUTING;
+- west-2: a CNI bridge network's chain (the bridge plugin's chain name and
+  comment) jumped to first.
+
+The play must name the deciding rule per host, sum them up, say that
+cluster_east disagrees within itself and cluster_west does not; in after
+mode (-e after=true) east-1 answers as the role will leave it (ours) with
+the answer now beside it; a bad src fails on the controller naming the
+value before any host is touched.  One fleet for the module (about 40 s of
+one worker)."""
+import pytest
+
+from ipmasq_lab import fleetlab
+
+FLOW = {'src': '172.17.0.2', 'dst': '203.0.113.10', 'proto': 'tcp', 'dport': '443', 'out_interface': 'eth0'}
+DOCKER_RULE = ['-s', '172.17.0.0/16', '!', '-o', 'docker0', '-j', 'MASQUERADE']
+CNI_CHAIN = 'CNI-1f2e3d4c5b6a79880a1b2c3d'
+CNI_COMMENT = ['-m', 'comment', '--comment', 'name: "bridge" id: "0123456789abcdef"']
+
+
+@pytest.fixture(scope='module')
+def fleet():
+    with fleetlab.Fleet(clusters=(('cluster_east', 2), ('cluster_west', 2))) as made:
+        run = made.playbook('site.yml')
+        assert run.rc == 0, run.explain()
+        east1 = made.host('east-1')
+        saved = east1.ns.exec(['iptables-save', '-t', 'nat']).stdout
+        east1.ns.exec(['iptables-restore'], input=''.join(line for line in saved.splitlines(True)
+                                                          if 'IP-MASQ-AGENT' not in line))
+        made.host('west-1').ipt('-I', 'POSTROUTING', '1', *DOCKER_RULE)
+        west2 = made.host('west-2')
+        west2.ipt('-N', CNI_CHAIN)
+        west2.ipt('-A', CNI_CHAIN, '-d', '172.17.0.0/16', *CNI_COMMENT, '-j', 'ACCEPT')
+        west2.ipt('-A', CNI_CHAIN, '!', '-d', '224.0.0.0/4', *CNI_COMMENT, '-j', 'MASQUERADE')
+        west2.ipt('-I', 'POSTROUTING', '1', '-s', '172.17.0.0/16', *CNI_COMMENT, '-j', CNI_CHAIN)
+        yield made
+
+
+def summary(run):
+    return next(iter(run.results('Sum up on the controller').values()))['ansible_facts']['ipmasq_explain_summary']
+
+
+def test_the_play_names_the_deciding_rule_per_host(fleet):
+    before = dict((h.name, h.nat()) for h in fleet.hosts)
+    run = fleet.playbook('explain.yml', extra_vars=FLOW)
+    assert run.rc == 0, run.explain()
+    answers = run.results('Explain the flow')
+    deciding = dict((name, (res['verdict'], (res['decided_by'] or {}).get('owner'),
+                            (res['decided_by'] or {}).get('chain'))) for name, res in answers.items())
+    assert deciding == {
+        'east-1': ('unchanged', None, None),
+        'east-2': ('masquerade', 'ip-masq-agent', 'IP-MASQ-AGENT'),
+        'west-1': ('masquerade', 'docker', 'POSTROUTING'),
+        'west-2': ('masquerade', 'cni', CNI_CHAIN),
+    }, deciding
+    assert answers['west-1']['decided_by']['rule'] == '-A POSTROUTING -s 172.17.0.0/16 ! -o docker0 -j MASQUERADE'
+    assert answers['west-1']['decided_by']['position'] == 1
+    out = summary(run)
+    assert out['translated_hosts'] == ['east-2', 'west-1', 'west-2'] and out['unchanged_hosts'] == ['east-1']
+    assert out['hosts']['west-2']['decided_by'] == 'cni (iptables-nft nat chain %s rule 2)' % CNI_CHAIN or \
+        out['hosts']['west-2']['decided_by'] == 'cni (iptables-legacy nat chain %s rule 2)' % CNI_CHAIN, out['hosts']
+    assert list(out['disagreeing_groups']) == ['cluster_east'], out['groups']
+    assert out['disagreeing_groups']['cluster_east'] == {'masquerade': ['east-2'], 'unchanged': ['east-1']}
+    assert 'group cluster_east disagrees: masquerade on east-2; unchanged on east-1' in out['lines']
+    # It only reads.
+    assert dict((h.name, h.nat()) for h in fleet.hosts) == before
+
+
+@pytest.mark.parametrize('bad,words', [
+    ({'src': '172.17.0.2/16'}, "src: '172.17.0.2/16' is not an IPv4 or IPv6 address"),
+    ({'after': 'ture'}, 'after'),
+])
+def test_bad_input_fails_on_the_controller_before_any_host(fleet, bad, words):
+    run = fleet.playbook('explain.yml', extra_vars=dict(FLOW, **bad))
+    assert run.rc != 0
+    assert run.touched_hosts() == ['localhost'], run.touched_hosts()
+    failed = [res.get('msg') for _name, hosts in run.tasks for res in hosts.values() if res.get('failed')]
+    assert failed and words in str(failed[0]), failed
+
+
+def test_after_mode_answers_as_the_role_will_leave_each_host(fleet):
+    """Last (it repairs the fleet): after mode, then the role really runs, then the plain answer must be the
+    after answer, host by host."""
+    before = dict((h.name, h.nat()) for h in fleet.hosts)
+    run = fleet.playbook('explain.yml', extra_vars=dict(FLOW, after=True))
+    assert run.rc == 0, run.explain()
+    assert dict((h.name, h.nat()) for h in fleet.hosts) == before
+    answers = run.results('Explain the flow')
+    assert answers['east-1']['after'] is True and answers['east-1']['now']['verdict'] == 'unchanged'
+    # cluster_west puts our jump first (ip_masq_jump_position: first): the role moves it back before Docker's
+    # and the CNI network's rules, so ours decides there too; the Docker rule stays (ip_masq_docker: skip here).
+    after = dict((name, (res['verdict'], res['decided_by']['owner'], res['decided_by']['chain'],
+                         res['decided_by']['position'])) for name, res in answers.items())
+    assert set(owner for _v, owner, _c, _p in after.values()) == {'ip-masq-agent'}, after
+    assert answers['west-1']['now']['decided_by']['owner'] == 'docker'
+    out = summary(run)
+    assert out['disagreeing_groups'] == {}, out['groups']
+    assert out['hosts']['east-1']['now']['verdict'] == 'unchanged'
+    # The role, for real; then the answer is what after mode said.
+    ran = fleet.playbook('site.yml', extra_vars={'ip_masq_audit': 'warn'})
+    assert ran.rc == 0, ran.explain()
+    assert 'MASQUERADE' in fleet.host('west-1').nat() and 'docker0' in fleet.host('west-1').nat()
+    run = fleet.playbook('explain.yml', extra_vars=FLOW)
+    assert run.rc == 0, run.explain()
+    real = dict((name, (res['verdict'], res['decided_by']['owner'], res['decided_by']['chain'],
+                        res['decided_by']['position'])) for name, res in run.results('Explain the flow').items())
+    assert real == after
