@@ -81,6 +81,22 @@ options:
     type: str
     choices: [auto, always, never]
     default: auto
+  after:
+    description:
+      - I(After mode.) Answer as the node will be once this policy is applied, without writing anything: ours
+        replaced by what the policy writes (in the backend it is written with; ours elsewhere removed, as a
+        real run removes it), everything else as it is now. RV(now) gives the answer now beside it.
+      - The policy as the P(ipmasq.agent.ip_masq#role) role applies it, the C(chain) part of its node step:
+        C(chain) holds the options of P(ipmasq.agent.masq_chain#module) (the role's action computes them from the
+        host's C(ip_masq_*) variables; C(playbooks/explain.yml) with C(-e after=true) passes them), and
+        C(allow_catch_all) the role's C(ip_masq_allow_catch_all). They are typed and checked as that module
+        checks them; a bad one fails naming it, before anything runs.
+      - The policy is planned by the same code as a real run, in check mode (it only reads); its planned
+        C(iptables-restore) input and C(nft) transaction are applied to what the explanation reads, in memory.
+      - The daemons' own rules (Docker's, flannel's, a CNI network's) stay as they are: the role's daemon steps
+        remove them only where their variables say so, by changing the daemon's settings and restarting it.
+    type: dict
+    version_added: 2.0.0
 notes:
   - The flow is the first packet of a new connection; nat chains see no other packet. A flow that already has
     a NAT binding keeps it, whatever the rules say now.
@@ -111,6 +127,21 @@ EXAMPLES = r'''
     dst: 10.96.0.1
     out_interface: eth0
     mark: "0x4000"
+
+- name: The same flow once this host's policy is applied (after mode)
+  ipmasq.agent.snat_explain:
+    src: 10.244.1.2
+    dst: 203.0.113.10
+    out_interface: eth0
+    after:
+      chain:
+        backend: nftables
+        nonmasquerade_cidrs: [10.0.0.0/8]
+  register: later
+
+- name: Say what changes
+  ansible.builtin.debug:
+    msg: "now: {{ later.now.msg }} after: {{ later.msg }}"
 '''
 
 RETURN = r'''
@@ -227,6 +258,22 @@ notes:
   returned: always
   type: list
   elements: str
+after:
+  description: Whether this is the answer after the policy O(after) (after mode).
+  returned: always
+  type: bool
+  version_added: 2.0.0
+now:
+  description: In after mode, the answer now (C(verdict), C(to), C(reason), C(decided_by), C(msg)); null otherwise.
+  returned: always
+  type: dict
+  version_added: 2.0.0
+policy:
+  description: In after mode, what applying the policy would do (the words of P(ipmasq.agent.masq_chain#module)'s
+    RV(ipmasq.agent.masq_chain#module:msg) in check mode); null otherwise.
+  returned: always
+  type: str
+  version_added: 2.0.0
 commands:
   description: The commands run (all of them read-only).
   returned: always
