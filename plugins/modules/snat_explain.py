@@ -83,18 +83,19 @@ options:
     default: auto
   after:
     description:
-      - I(After mode.) Answer as the node will be once this policy is applied, without writing anything: ours
-        replaced by what the policy writes (in the backend it is written with; ours elsewhere removed, as a
-        real run removes it), everything else as it is now. RV(now) gives the answer now beside it.
-      - The policy as the P(ipmasq.agent.ip_masq#role) role applies it, the C(chain) part of its node step:
+      - I(After mode.) Answer as the node will be once this policy is applied, without writing anything. Ours is
+        replaced by what the policy writes (in the backend it is written with; ours elsewhere is removed, as a
+        real run removes it), everything else stays as it is now. RV(now) gives the answer now beside it.
+      - The policy as the P(ipmasq.agent.ip_masq#role) role applies it, the C(chain) part of its node step.
         C(chain) holds the options of P(ipmasq.agent.masq_chain#module) (the role's action computes them from the
         host's C(ip_masq_*) variables; C(playbooks/explain.yml) with C(-e after=true) passes them), and
         C(allow_catch_all) the role's C(ip_masq_allow_catch_all). They are typed and checked as that module
         checks them; a bad one fails naming it, before anything runs.
       - The policy is planned by the same code as a real run, in check mode (it only reads); its planned
         C(iptables-restore) input and C(nft) transaction are applied to what the explanation reads, in memory.
-      - The daemons' own rules (Docker's, flannel's, a CNI network's) stay as they are: the role's daemon steps
-        remove them only where their variables say so, by changing the daemon's settings and restarting it.
+      - The daemons' own rules (Docker's, flannel's, a CNI network's) stay as they are. The role's daemon steps
+        switch them off in the daemon's settings, where their variables say so, and they go with the daemon's
+        restart, which this mode does not foresee.
     type: dict
     version_added: 2.0.0
 notes:

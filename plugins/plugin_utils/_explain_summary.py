@@ -48,8 +48,8 @@ def checked_flow(given):
 def _decider(decided):
     if not decided:
         return None
-    return '%s (%s %s chain %s rule %s)' % (decided.get('owner'), decided.get('backend'), decided.get('table'),
-                                          decided.get('chain'), decided.get('position'))
+    return '%s (%s %s chain %s rule %s)' % tuple(decided.get(key) for key in ('owner', 'backend', 'table', 'chain',
+                                                                              'position'))
 
 
 def _host(result):
