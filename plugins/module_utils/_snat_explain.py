@@ -39,18 +39,21 @@ def explain(params, run, find, proc_read=None):
     chain = params.get('chain') or DEFAULT_CHAIN
     include_nft = params.get('include_nft') or 'auto'
     now = policy_msg = None
+    notes = []
     if params.get('after') is not None:
         # Start-up cost: the writers' core is loaded only in after mode.
         from ansible_collections.ipmasq.agent.plugins.module_utils._explain.after import project  # pylint: disable=import-outside-toplevel
-        projection, policy_msg = project(params['after'], run, find)
+        projection, policy_msg, notes, after_chain = project(params['after'], run, find)
         now = read(run, find, flow.family, chain=chain, include_nft=include_nft,
                    proc_read=proc_read).explain(flow.copy(), chain)
-        run = projection
+        # After the run, ours is the policy's chain.
+        run, chain = projection, after_chain
     reading = read(run, find, flow.family, chain=chain, include_nft=include_nft, proc_read=proc_read)
     result = reading.explain(flow, chain)
     result['flow'] = asked
     result['after'] = now is not None
     result['now'] = dict((key, now[key]) for key in NOW_KEYS) if now is not None else None
     result['policy'] = policy_msg
+    result['notes'].extend(notes)
     result['changed'] = False
     return result

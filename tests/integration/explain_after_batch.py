@@ -18,13 +18,13 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._explain.node import 
 
 def main():
     asked = json.load(sys.stdin)
-    projection, _msg = project(asked['after'], run, find)
-    reading = read(projection, find, 4)
+    projection, _msg, _notes, chain = project(asked['after'], run, find)
+    reading = read(projection, find, 4, chain=chain)
     out = []
     for one in asked['flows'][:10000]:
         flow = flows.parse(one['src'], one['dst'], one.get('proto'), one.get('dport'), one.get('out_interface'),
                            one.get('mark'))
-        out.append(reading.explain(flow))
+        out.append(reading.explain(flow, chain))
     json.dump(out, sys.stdout)
 
 

@@ -130,6 +130,11 @@ def test_after_mode_module():
         res = module(topo, 'snat_explain', {'src': POD_DOCKER, 'dst': topology.CL4, 'proto': 'tcp',
                                             'out_interface': 'to-cluster', 'after': after})
         assert (res['verdict'], res['decided_by']['owner']) == ('masquerade', 'docker'), res
+        # A policy under another chain name: ours is then that chain (the old one removed, as a rename removes it).
+        res = module(topo, 'snat_explain', dict(flow, after={'chain': {'backend': 'iptables', 'chain': 'MASQ-B'}}))
+        assert (res['verdict'], res['decided_by']['owner'], res['decided_by']['chain']) == (
+            'masquerade', 'ip-masq-agent', 'MASQ-B'), res
+        assert 'IP-MASQ-AGENT' not in [step['chain'] for step in res['path']], res['path']
         # Bad policy input: the option and the value named, nothing run.
         res = module(topo, 'snat_explain', dict(flow, after={'chain': {'nonmasquerade_cidrs': ['10.0.0.0/33']}}))
         assert res.get('failed') and res['msg'].startswith('after.chain:') and '10.0.0.0/33' in res['msg'], res

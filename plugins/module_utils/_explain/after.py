@@ -231,7 +231,8 @@ class Projection:
 
 def policy_writes(projection, result):
     """Add what a policy run's ``result`` (``_masq_chain.apply_checked`` in
-    check mode) would write to ``projection``; its actions, in words."""
+    check mode) would write to ``projection``; notes on what it would write
+    that is not shown (ours in the other iptables flavour, removed)."""
     projection.flavour = result.get('backend') or projection.flavour
     for family in (4, 6):
         payload = (result.get('ipv%d' % family) or {}).get('restore_input')
@@ -240,13 +241,16 @@ def policy_writes(projection, result):
     transaction = (result.get('nftables') or {}).get('transaction')
     if transaction:
         projection.transactions.append(transaction)
-    return list(result.get('actions') or [])
+    return ['after mode: the run would also remove ours from %s (IPv%d); the answer still shows it there'
+            % (entry.get('tools'), entry.get('family')) for entry in result.get('other_iptables') or []
+            if entry.get('changed')]
 
 
 def project(after, run, find):
     """A :class:`Projection` of the node once the policy ``after`` (the
     role's node arguments: ``chain``, masq_chain's options, and
-    ``allow_catch_all``) is applied, and the policy run's message."""
+    ``allow_catch_all``) is applied, the policy run's message, notes, and
+    the policy's chain name (ours, after the run)."""
     # Start-up cost: the writers' core is loaded only in after mode.
     from ansible_collections.ipmasq.agent.plugins.module_utils._masq_chain import apply_checked, chain_params  # pylint: disable=import-outside-toplevel
     if not isinstance(after, dict) or not isinstance(after.get('chain'), dict):
@@ -264,5 +268,5 @@ def project(after, run, find):
         raise MasqError('after.%s%s' % ('' if msg.startswith('chain: ') else 'chain: ', msg))
     projection = Projection(run)
     result = apply_checked(options, policy, True, False, projection, find)
-    policy_writes(projection, result)
-    return projection, result.get('msg')
+    notes = policy_writes(projection, result)
+    return projection, result.get('msg'), notes, options['chain']
