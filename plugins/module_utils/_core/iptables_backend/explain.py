@@ -17,7 +17,6 @@ import ipaddress
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine import trace
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.walk import Clues
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.save import TARGET_FLAGS
 
 # The priority of iptables' nat POSTROUTING (NF_IP_PRI_NAT_SRC), legacy and iptables-nft alike.
 PRIORITY = 100
@@ -26,40 +25,6 @@ _NO_TEST = ('--comment',)
 _PROTO_MODULES = ('tcp', 'udp', 'sctp', 'udplite', 'dccp')
 # Targets that do not end the chain and do not change what the explanation looks at.
 _CONTINUE = ('LOG', 'NFLOG', 'TRACE', 'AUDIT', 'CONNMARK_SAVE')
-
-
-def _words(tokens):
-    """``[(negated, module, option, [values])]`` and the target's words."""
-    out = []
-    module = None
-    neg = False
-    i = 0
-    while i < len(tokens):
-        tok = tokens[i]
-        if tok == '!':
-            neg = True
-            i += 1
-            continue
-        if tok in TARGET_FLAGS:
-            return out, tokens[i:]
-        if tok in ('-m', '--match'):
-            module = tokens[i + 1] if i + 1 < len(tokens) else None
-            i += 2
-            continue
-        values = []
-        j = i + 1
-        if tok == '--comment':
-            values, j = tokens[j:j + 1], j + 1
-        else:
-            while j < len(tokens) and tokens[j] != '!' and not tokens[j].startswith('-'):
-                values.append(tokens[j])
-                j += 1
-        if tok in ('-p', '--protocol'):
-            module = None
-        out.append((neg, module, tok, values))
-        neg = False
-        i = j
-    return out, []
 
 
 def _network(text):
@@ -185,7 +150,7 @@ def programs(nat, family, backend, cond_of):
         out = []
         for rule in rules:
             try:
-                matches, target_words = _words(rule.words)
+                matches, target_words = rule.matches
                 clues = Clues(cond_of(rule))
                 test = _tester(matches)
             except MasqError:       # an unterminated quote
