@@ -30,7 +30,6 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.walk imp
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.backend import AuditFinding, AuditTable
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.explain import programs
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.tools import FLAVOUR_TOOLS, ON_PATH, PROC_TABLES, legacy_nat_exists
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import sub_chain_names
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.xtables_kernel import chains as kernel_chains
@@ -158,12 +157,19 @@ def nat_finding(backend, family, flavour, table):
         else:
             shows = (('ip' if family == 4 else 'ip6', 'nat'),)
     # A table iptables-nft cannot show whole is explained from nft's listing of it alone.
-    explained = None if table.incomplete else (
-        lambda chain: programs(table, family, place, lambda rule: IptRule(rule).cond))
+    explained = None if table.incomplete else (lambda chain: _programs(table, family, place))
     nat = AuditTable('nat', (family,), lambda chain: audit_iptables(table, family, place, chain),
                      programs=explained)
     return AuditFinding(backend, family, place, ON_PATH, 'IPv%d nat table (%s)' % (family, place),
                         tables=[nat], shows=shows, notes=notes)
+
+
+def _programs(table, family, place):
+    """The SNAT explanation's program of one nat table (``explain.programs``);
+    an audit never asks, so only an explanation loads that file."""
+    # the explanation's code: loaded by an explanation only, never by an audit
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.explain import programs
+    return programs(table, family, place, lambda rule: IptRule(rule).cond)
 
 
 class NatReads:
