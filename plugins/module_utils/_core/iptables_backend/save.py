@@ -32,6 +32,31 @@ _INCOMPLETE = ('# Table `', "# Table '")
 TARGET_FLAGS = ('-j', '--jump', '-g', '--goto')
 
 
+def _split_quoted(line):
+    """:func:`split_rule` of the common line (a comment, Docker's, CNI's,
+    kube-proxy's and ours: double-quoted words standing alone, ``\\"``
+    the only escape), with string methods; None for any other line (the
+    loop reads it)."""
+    if "'" in line or '\0' in line:
+        return None
+    text = line.replace('\\"', '\0')
+    if '\\' in text:
+        return None
+    parts = text.split('"')
+    if len(parts) % 2 == 0:
+        return None
+    words = []
+    for i, part in enumerate(parts):
+        if i % 2:
+            if not (parts[i - 1][-1:] in ('', ' ', '\t') and parts[i + 1][:1] in ('', ' ', '\t')) \
+                    or (i > 1 and parts[i - 1] == ''):
+                return None     # a quote inside a word: the loop knows
+            words.append(part)
+        else:
+            words.extend(word for word in part.replace('\t', ' ').split(' ') if word)
+    return [word.replace('\0', '"') for word in words]
+
+
 def split_rule(line):
     """The words of a rule as iptables-save prints it: separated by spaces,
     a quoted word (double quotes, or single quotes as iptables-restore also
@@ -39,6 +64,9 @@ def split_rule(line):
     Raises ValueError on an unterminated quote."""
     if '"' not in line and "'" not in line and '\\' not in line:
         return line.split()
+    fast = _split_quoted(line)
+    if fast is not None:
+        return fast
     words = []
     word = []
     in_word = False

@@ -6,7 +6,7 @@ comments with spaces, negations, modules, a rule with no target."""
 import pytest
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.audit import IptRule
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.save import Rule, rule_matches
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.save import Rule, rule_matches, split_rule
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
 
 
@@ -45,6 +45,31 @@ def matches(line):
 def test_rule_matches_on_odd_lines(line, want):
     assert matches(line) == want
     assert rule_matches(Rule('X', 0, line).words) == want
+
+
+@pytest.mark.parametrize('line, want', [
+    # The common lines (quoted words standing alone, \" the only escape) and every other form.
+    (r'-A X -m comment --comment "name: \"cbr0\" id: \"ab\"" -j CNI-1',
+     ['-A', 'X', '-m', 'comment', '--comment', 'name: "cbr0" id: "ab"', '-j', 'CNI-1']),
+    ('-A X --comment "a  b"\t"c"', ['-A', 'X', '--comment', 'a  b', 'c']),
+    ('"" x ""', ['', 'x', '']),
+    ('a"b c"d', ['ab cd']),
+    ('"a""b" c', ['ab', 'c']),
+    (r'x\"y "z"', ['x"y', 'z']),
+    (r'"a\\" b', ['a\\', 'b']),
+    (r'"it\'s" \x', ["it's", 'x']),
+    ("'single \"quoted\"' w", ['single "quoted"', 'w']),
+    ('a\\', ['a\\']),
+    ('x\n"y"', ['x\ny']),
+])
+def test_split_rule_on_odd_lines(line, want):
+    assert split_rule(line) == want
+
+
+@pytest.mark.parametrize('line', ['"open', 'a "b" "c', r'"a\"', "'x", r'"a\\\" b'])
+def test_split_rule_refuses_an_unterminated_quote(line):
+    with pytest.raises(ValueError, match='unterminated quote'):
+        split_rule(line)
 
 
 def test_the_matches_are_read_once_per_rule():
