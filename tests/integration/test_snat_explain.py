@@ -462,6 +462,8 @@ def test_equal_priority_chains_run_newest_first_and_no_listing_shows_it():
     for answer in answers:
         assert answer['verdict'] == 'unknown' and answer['decided_by'] is None, answer
         assert answer['reason'].startswith('base chains of equal priority 100 translate the flow differently '
-                                           '(iptables-nft nat POSTROUTING, nft inet other post)'), answer['reason']
+                                           '(iptables-nft nat POSTROUTING, nft inet other post): the kernel runs '
+                                           'the one registered last first, and no listing shows which that is'), \
+            answer['reason']
         assert sorted((c['verdict'], c['to'], c['decided_by']['backend']) for c in answer['candidates']) == [
             ('snat', '203.0.113.7', 'nft'), ('snat', '203.0.113.8', 'iptables-nft')], answer['candidates']
