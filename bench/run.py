@@ -10,6 +10,7 @@
     sudo bash bench/run --parts conn,nftcore # the nftables backend: cost per new connection, its core
     sudo bash bench/run --parts extconn      # cost per new connection with exception_cidrs, source_cidrs
     sudo bash bench/run --parts cni --baseline eaef342   # the CNI editor's no-change run, before/after
+    sudo bash bench/run --parts explain      # one SNAT explanation, 1,000 rules of ours + 1,000 foreign
 
 Benchmarks, not tests: nothing here asserts a time; the report says where we
 stand against each target.  Everything that touches iptables runs inside
@@ -32,6 +33,7 @@ import time
 import benchlib
 import cni_bench
 import corelayout
+import explain_bench
 import fleet_ssh
 import nft_bench
 from benchlib import CHAIN, make_cidrs, median, netlab
@@ -46,7 +48,8 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.runner imp
 
 FULL_SIZES = (3, 100, 1000, 5000)
 QUICK_SIZES = (3, 100)
-PARTS = ('ansible', 'core', 'profile', 'cycle', 'aggregate', 'fleet', 'ssh', 'nftcore', 'conn', 'extconn', 'cni')
+PARTS = ('ansible', 'core', 'profile', 'cycle', 'aggregate', 'fleet', 'ssh', 'nftcore', 'conn', 'extconn', 'cni',
+         'explain')
 PEER_COMMENT_RET = COMMENTS['docs']['return']
 TARGET_CORE_RATIO = 1.5
 TARGET_PEER_SPEEDUP = 50.0
@@ -692,6 +695,9 @@ def report(info, results, opts):
     out += nft_lines
     targets += nft_targets
 
+    out += explain_bench.report(results.get('explain'))
+    targets += explain_bench.targets(results.get('explain'))
+
     if targets:
         out += ['## Targets', '', '| target | measured | status |', '|---|---|---|']
         for name, value, ok in targets:
@@ -775,6 +781,8 @@ def main():
             results['ansible'] = part_ansible(sizes, backend, workdir, opts)
         if 'cni' in parts:
             results['cni'] = cni_bench.part_cni(opts.quick, baseline, backend)
+        if 'explain' in parts:
+            results['explain'] = explain_bench.part_explain(opts.quick, backend)
         if 'nftcore' in parts:
             results['nftcore'] = nft_bench.part_nftcore(nft_sizes, opts.quick, baseline)
         if 'conn' in parts:

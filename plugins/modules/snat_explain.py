@@ -18,8 +18,9 @@ description:
     100) and every nft table's C(type nat hook postrouting) chain, run lowest priority first. The first base
     chain that translates the flow (C(MASQUERADE), C(SNAT), C(masquerade), C(snat)) decides; an C(accept) or
     C(RETURN) in one base chain does not stop the next.
-  - Base chains of equal priority run in the order the kernel registered them, which no listing shows. When
-    two of them would translate the flow differently, RV(verdict) is V(unknown) and RV(reason) names them.
+  - Of base chains of equal priority the one the kernel registered last (made last) runs first, which no
+    listing shows. When two of them would translate the flow differently, RV(verdict) is V(unknown) and
+    RV(reason) names them.
   - Each backend evaluates its own rules. A match it cannot evaluate for the flow (a statistic match, a
     conntrack state, a set match it cannot read, an interface match when O(out_interface) is not given, ...)
     makes RV(verdict) V(unknown), and RV(reason) names the match and the rule; the module never guesses.

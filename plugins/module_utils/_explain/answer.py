@@ -12,9 +12,14 @@ The kernel runs the nat hook's base chains by priority, lowest first, and
 stops at the first that sets a NAT binding (``nf_nat_inet_fn``): an
 ``accept`` or ``return`` in one base chain does not stop the next.  Between
 base chains of equal priority (iptables' nat POSTROUTING, legacy and
-iptables-nft, and ``srcnat`` nft chains are all at 100) the order is the
-order they were registered in, which no listing shows: where two of them
-would translate the flow differently, the answer is ``unknown`` and says so.
+iptables-nft, and ``srcnat`` nft chains are all at 100) the one registered
+last runs first (``nf_hook_entries_grow`` puts a new hook before those of
+its priority; the nat core keeps its nat chains the same way), and a chain
+is registered when it is made: iptables-nft makes POSTROUTING when a rule
+first needs it, a table replaced by delete and add is made again.  No
+listing shows when (not the tables' order, not their handles: proven on
+packets in tests/integration/test_snat_explain.py): where two of them would
+translate the flow differently, the answer is ``unknown`` and says so.
 
 Standard library only: this file runs on managed nodes.
 """
@@ -116,7 +121,7 @@ def explain(programs, flow, chain):
                                     for p, t in deciding]
             result.update(verdict='unknown', decided_by=None,
                           reason=('base chains of equal priority %d translate the flow differently (%s): the '
-                                  'kernel runs them in the order they were registered, which no listing shows'
+                                  'kernel runs the one registered last first, and no listing shows which that is'
                                   % (first_program.priority, names)))
         else:
             result.update(verdict=first.verdict, to=first.to)

@@ -79,7 +79,9 @@ class AuditTable:
     whose ``shows`` holds the key stands for it, and this one is left out);
     ``programs(chain)``: its nat postrouting base chains as
     ``_core.engine.trace.Program`` objects, those of ``chain`` ours (what the
-    SNAT explanation follows a flow through; None: not explained)."""
+    SNAT explanation follows a flow through; None: not explained).  A
+    backend loads its explanation code only when ``programs`` is called:
+    an audit never calls it (tests/integration/test_explain_loading.py)."""
 
     def __init__(self, name, families, sources, listed=True, key=None, programs=None):
         self.name = name

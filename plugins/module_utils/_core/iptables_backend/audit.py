@@ -30,8 +30,6 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.walk imp
 )
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.backend import AuditFinding, AuditTable
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.explain import programs
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.save import TARGET_FLAGS
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.tools import FLAVOUR_TOOLS, ON_PATH, PROC_TABLES, legacy_nat_exists
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import sub_chain_names
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.xtables_kernel import chains as kernel_chains
@@ -60,33 +58,18 @@ class IptRule:
         self.goto = False
         self.cond = Cond()
         self.gate_return = False   # "-m mark ! --mark X -j RETURN" and nothing else
-        self._parse(rule.words)
+        self._parse(rule.matches)
 
-    def _parse(self, tokens):
+    def _parse(self, read):
+        """``read``: the rule's ``(matches, target)`` (``save.rule_matches``)."""
+        matches, target = read
+        if target:
+            self.target = target[1] if len(target) > 1 else None
+            self.goto = target[0] in GOTO_FLAGS
         cond = self.cond
         other = 0
         neg_mark_only = False
-        i = 0
-        neg = False
-        while i < len(tokens):
-            tok = tokens[i]
-            if tok == '!':
-                neg = True
-                i += 1
-                continue
-            if tok in TARGET_FLAGS:
-                self.target = tokens[i + 1] if i + 1 < len(tokens) else None
-                self.goto = tok in GOTO_FLAGS
-                break
-            values = []
-            j = i + 1
-            if tok == '--comment':
-                values = tokens[j:j + 1]
-                j += 1
-            else:
-                while j < len(tokens) and tokens[j] != '!' and not tokens[j].startswith('-'):
-                    values.append(tokens[j])
-                    j += 1
+        for neg, _module, tok, values in matches:
             value = values[0] if values else ''
             if tok == '--comment':
                 cond.comments.append(value)
@@ -113,10 +96,8 @@ class IptRule:
             elif tok == '--match-set' and not neg and _HAIRPIN_SET.search(value):
                 cond.hairpin_set = True
                 other += 1
-            elif tok not in ('-m', '--match'):
+            else:
                 other += 1
-            neg = False
-            i = j
         self.gate_return = self.target == 'RETURN' and neg_mark_only and other == 0 and not cond.mark
 
 
@@ -176,12 +157,19 @@ def nat_finding(backend, family, flavour, table):
         else:
             shows = (('ip' if family == 4 else 'ip6', 'nat'),)
     # A table iptables-nft cannot show whole is explained from nft's listing of it alone.
-    explained = None if table.incomplete else (
-        lambda chain: programs(table, family, place, lambda rule: IptRule(rule).cond))
+    explained = None if table.incomplete else (lambda chain: _programs(table, family, place))
     nat = AuditTable('nat', (family,), lambda chain: audit_iptables(table, family, place, chain),
                      programs=explained)
     return AuditFinding(backend, family, place, ON_PATH, 'IPv%d nat table (%s)' % (family, place),
                         tables=[nat], shows=shows, notes=notes)
+
+
+def _programs(table, family, place):
+    """The SNAT explanation's program of one nat table (``explain.programs``);
+    an audit never asks, so only an explanation loads that file."""
+    # the explanation's code: loaded by an explanation only, never by an audit
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.explain import programs
+    return programs(table, family, place, lambda rule: IptRule(rule).cond)
 
 
 class NatReads:

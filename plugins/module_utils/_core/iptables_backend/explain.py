@@ -17,7 +17,6 @@ import ipaddress
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine import trace
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.walk import Clues
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.save import TARGET_FLAGS
 
 # The priority of iptables' nat POSTROUTING (NF_IP_PRI_NAT_SRC), legacy and iptables-nft alike.
 PRIORITY = 100
@@ -26,40 +25,6 @@ _NO_TEST = ('--comment',)
 _PROTO_MODULES = ('tcp', 'udp', 'sctp', 'udplite', 'dccp')
 # Targets that do not end the chain and do not change what the explanation looks at.
 _CONTINUE = ('LOG', 'NFLOG', 'TRACE', 'AUDIT', 'CONNMARK_SAVE')
-
-
-def _words(tokens):
-    """``[(negated, module, option, [values])]`` and the target's words."""
-    out = []
-    module = None
-    neg = False
-    i = 0
-    while i < len(tokens):
-        tok = tokens[i]
-        if tok == '!':
-            neg = True
-            i += 1
-            continue
-        if tok in TARGET_FLAGS:
-            return out, tokens[i:]
-        if tok in ('-m', '--match'):
-            module = tokens[i + 1] if i + 1 < len(tokens) else None
-            i += 2
-            continue
-        values = []
-        j = i + 1
-        if tok == '--comment':
-            values, j = tokens[j:j + 1], j + 1
-        else:
-            while j < len(tokens) and tokens[j] != '!' and not tokens[j].startswith('-'):
-                values.append(tokens[j])
-                j += 1
-        if tok in ('-p', '--protocol'):
-            module = None
-        out.append((neg, module, tok, values))
-        neg = False
-        i = j
-    return out, []
 
 
 def _network(text):
@@ -112,11 +77,12 @@ def _test_one(module, option, values, flow, shown):
 
 
 def _tester(matches):
+    tests = [(neg, module, option, values,
+              ' '.join((['-m', module] if module else []) + (['!'] if neg else []) + [option] + values))
+             for neg, module, option, values in matches if option not in _NO_TEST]
+
     def test(flow):
-        for neg, module, option, values in matches:
-            if option in _NO_TEST:
-                continue
-            shown = ' '.join((['-m', module] if module else []) + (['!'] if neg else []) + [option] + values)
+        for neg, module, option, values, shown in tests:
             try:
                 held = _test_one(module, option, values, flow, shown)
             except ValueError:
@@ -173,6 +139,44 @@ def _action(target_words, chains):
     return ('unknown', ' '.join(target_words))
 
 
+class _Rule(trace.Rule):
+    """One rule of the nat table as ``trace.follow`` sees it, read into
+    matches and an action only when a flow reaches it, and its owner's
+    clues only when it decides: one flow reaches few of a node's rules
+    (another container's CNI chain, kube-proxy's service chains), so a node
+    with thousands pays for the ones on the flow's path (bench/, part
+    ``explain``)."""
+
+    def __init__(self, rule, chains, cond_of):  # pylint: disable=super-init-not-called
+        self.text = rule.line
+        self.position = rule.index + 1
+        self._rule = rule
+        self._chains = chains
+        self._cond_of = cond_of
+        self._read = None
+
+    def _compiled(self):
+        if self._read is None:
+            try:
+                matches, target_words = self._rule.matches
+                self._read = (_tester(matches), _action(target_words, self._chains), True)
+            except MasqError:       # an unterminated quote
+                self._read = (_unreadable(self._rule.line), ('continue',), False)
+        return self._read
+
+    def test(self, flow):
+        return self._compiled()[0](flow)
+
+    @property
+    def action(self):
+        return self._compiled()[1]
+
+    @property
+    def clues(self):
+        """The owner's clues (of a rule that decides), or None: the rule cannot be read."""
+        return Clues(self._cond_of(self._rule)) if self._compiled()[2] else None
+
+
 def programs(nat, family, backend, cond_of):
     """The nat table ``nat`` (``iptables_save.NatTable``) of ``family`` read
     with ``backend`` (``iptables-nft``, ``iptables-legacy``): its
@@ -180,18 +184,7 @@ def programs(nat, family, backend, cond_of):
     ``cond_of(rule)``: the audit's ``conds.Cond`` of a rule (its owner's clues)."""
     if 'POSTROUTING' not in nat.chains:
         return []
-    chains = {}
-    for name, rules in nat.chains.items():
-        out = []
-        for rule in rules:
-            try:
-                matches, target_words = _words(rule.words)
-                clues = Clues(cond_of(rule))
-                test = _tester(matches)
-            except MasqError:       # an unterminated quote
-                target_words, clues, test = [], None, _unreadable(rule.line)
-            out.append(trace.Rule(rule.line, rule.index + 1, test, _action(target_words, nat.chains), clues))
-        chains[name] = out
+    chains = dict((name, [_Rule(rule, nat.chains, cond_of) for rule in rules]) for name, rules in nat.chains.items())
     return [trace.Program(backend, 'nat', 'POSTROUTING', PRIORITY, chains, (family,))]
 
 

@@ -15,8 +15,10 @@ printed with exit code 0 when ``ip nat`` holds native nft objects).  A writer
 must refuse to plan from such a reading (``NatTable.check``); a reader that
 only reports may go on with what it has.
 
-Rules are split into words only when someone asks (``Rule.words``): a
-no-drift run compares texts and never pays for it.
+Rules are split into words only when someone asks (``Rule.words``), and
+the words into matches and the target only then too (``Rule.matches``,
+:func:`rule_matches`: the one home of that loop, which the audit and the
+SNAT explanation read): a no-drift run compares texts and never pays for it.
 
 Standard library only: this file runs on managed nodes.
 """
@@ -30,6 +32,31 @@ _INCOMPLETE = ('# Table `', "# Table '")
 TARGET_FLAGS = ('-j', '--jump', '-g', '--goto')
 
 
+def _split_quoted(line):
+    """:func:`split_rule` of the common line (a comment, Docker's, CNI's,
+    kube-proxy's and ours: double-quoted words standing alone, ``\\"``
+    the only escape), with string methods; None for any other line (the
+    loop reads it)."""
+    if "'" in line or '\0' in line:
+        return None
+    text = line.replace('\\"', '\0')
+    if '\\' in text:
+        return None
+    parts = text.split('"')
+    if len(parts) % 2 == 0:
+        return None
+    words = []
+    for i, part in enumerate(parts):
+        if i % 2:
+            if not (parts[i - 1][-1:] in ('', ' ', '\t') and parts[i + 1][:1] in ('', ' ', '\t')) \
+                    or (i > 1 and parts[i - 1] == ''):
+                return None     # a quote inside a word: the loop knows
+            words.append(part)
+        else:
+            words.extend(word for word in part.replace('\t', ' ').split(' ') if word)
+    return [word.replace('\0', '"') for word in words]
+
+
 def split_rule(line):
     """The words of a rule as iptables-save prints it: separated by spaces,
     a quoted word (double quotes, or single quotes as iptables-restore also
@@ -37,6 +64,9 @@ def split_rule(line):
     Raises ValueError on an unterminated quote."""
     if '"' not in line and "'" not in line and '\\' not in line:
         return line.split()
+    fast = _split_quoted(line)
+    if fast is not None:
+        return fast
     words = []
     word = []
     in_word = False
@@ -74,6 +104,45 @@ def split_rule(line):
     return words
 
 
+def rule_matches(words):
+    """A rule's words (after ``-A CHAIN``) as ``(matches, target)``:
+    ``matches`` a list of ``(negated, module, option, values)`` in order
+    (``module`` the ``-m`` module the option belongs to, None before any
+    and again after ``-p``; ``values`` the words up to the next option or
+    ``!``, a comment's one word however it reads), ``target`` the words
+    from ``-j``/``-g`` on (``[]``: the rule has none)."""
+    matches = []
+    module = None
+    neg = False
+    i = 0
+    n = len(words)
+    while i < n:
+        word = words[i]
+        if word == '!':
+            neg = True
+            i += 1
+            continue
+        if word in TARGET_FLAGS:
+            return matches, words[i:]
+        if word in ('-m', '--match'):
+            module = words[i + 1] if i + 1 < n else None
+            i += 2
+            continue
+        j = i + 1
+        if word == '--comment':
+            values, j = words[j:j + 1], j + 1
+        else:
+            while j < n and words[j] != '!' and not words[j].startswith('-'):
+                j += 1
+            values = words[i + 1:j]
+        if word in ('-p', '--protocol'):
+            module = None
+        matches.append((neg, module, word, values))
+        neg = False
+        i = j
+    return matches, []
+
+
 def parse_version(text):
     """``(1, 8, 9)`` from a text holding ``v1.8.9``, or None."""
     start = (text or '').find(' v')
@@ -88,13 +157,14 @@ def parse_version(text):
 class Rule:
     """One ``-A CHAIN ...`` line, as printed; its words on demand."""
 
-    __slots__ = ('chain', 'index', 'line', '_words')
+    __slots__ = ('chain', 'index', 'line', '_words', '_matches')
 
     def __init__(self, chain, index, line):
         self.chain = chain
         self.index = index
         self.line = line
         self._words = None
+        self._matches = None
 
     @property
     def words(self):
@@ -106,6 +176,13 @@ class Rule:
                 raise MasqError('iptables-save printed a rule that cannot be read (unterminated quote): %s'
                                 % self.line)
         return self._words
+
+    @property
+    def matches(self):
+        """``(matches, target)`` of the words (:func:`rule_matches`), read once."""
+        if self._matches is None:
+            self._matches = rule_matches(self.words)
+        return self._matches
 
     def option(self, *flags):
         """The value after the first of ``flags`` among the words, or None."""

@@ -22,7 +22,6 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.conds im
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.walk import SNAT_TARGETS, bfs, gated_before, source
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.backend import AuditFinding, AuditTable
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.explain import programs
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.nft_json import involves, render_expr, render_rule
 
 NFT_FAMILIES = {'ip': 'ipv4', 'ip6': 'ipv6', 'inet': 'inet'}
@@ -181,8 +180,13 @@ def _table_sources(t):
 
 
 def _table_programs(t):
-    """The SNAT explanation's base chains of one table (``explain.programs``)."""
-    return lambda chain: programs(t, chain, SERVES[t.family], _cond)
+    """The SNAT explanation's base chains of one table (``explain.programs``);
+    an audit never asks, so only an explanation loads that file."""
+    def programs_of(chain):
+        # the explanation's code: loaded by an explanation only, never by an audit
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.explain import programs
+        return programs(t, chain, SERVES[t.family], _cond)
+    return programs_of
 
 
 def read_ruleset(view, backend, nft):
