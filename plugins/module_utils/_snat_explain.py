@@ -9,6 +9,7 @@
 Standard library only: this file runs on managed nodes.
 """
 
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.options import DEFAULT_CHAIN
 from ansible_collections.ipmasq.agent.plugins.module_utils._explain import flow as flows
 from ansible_collections.ipmasq.agent.plugins.module_utils._explain.node import read
@@ -41,8 +42,6 @@ def explain(params, run, find, proc_read=None):
     now = policy_msg = None
     notes = []
     if params.get('after') is not None:
-        # Start-up cost: the writers' core is loaded only in after mode.
-        from ansible_collections.ipmasq.agent.plugins.module_utils._explain.after import project  # pylint: disable=import-outside-toplevel
         projection, policy_msg, notes, after_chain = project(params['after'], run, find)
         now = read(run, find, flow.family, chain=chain, include_nft=include_nft,
                    proc_read=proc_read).explain(flow.copy(), chain)
@@ -57,3 +56,31 @@ def explain(params, run, find, proc_read=None):
     result['notes'].extend(notes)
     result['changed'] = False
     return result
+
+
+def project(after, run, find):
+    """A :class:`~_explain.after.Projection` of the node once the policy
+    ``after`` (the role's node arguments: ``chain``, masq_chain's options,
+    and ``allow_catch_all``) is applied, the policy run's message, notes,
+    and the policy's chain name (ours, after the run)."""
+    # Start-up cost: the projection is loaded only in after mode.
+    from ansible_collections.ipmasq.agent.plugins.module_utils._explain.after import Projection, policy_writes  # pylint: disable=import-outside-toplevel
+    # Start-up cost: the writers' core is loaded only in after mode.
+    from ansible_collections.ipmasq.agent.plugins.module_utils._masq_chain import apply_checked, chain_params  # pylint: disable=import-outside-toplevel
+    if not isinstance(after, dict) or not isinstance(after.get('chain'), dict):
+        raise MasqError('after: give the policy as the role applies it: a dict with "chain" (the options of '
+                        'ipmasq.agent.masq_chain) and optionally "allow_catch_all"; got %r.' % (after,))
+    unknown = sorted(set(after) - set(['chain', 'allow_catch_all']))
+    if unknown:
+        raise MasqError('after: %s is not a key of after (chain, allow_catch_all).' % ', '.join(unknown))
+    try:
+        options, policy = chain_params(after['chain'], bool(after.get('allow_catch_all')))
+    except MasqError as e:
+        msg = e.msg.rstrip()
+        if msg.endswith('Nothing was changed.'):
+            msg = msg[:-len('Nothing was changed.')].rstrip()
+        raise MasqError('after.%s%s' % ('' if msg.startswith('chain: ') else 'chain: ', msg))
+    projection = Projection(run)
+    result = apply_checked(options, policy, True, False, projection, find)
+    notes = policy_writes(projection, result)
+    return projection, result.get('msg'), notes, options['chain']

@@ -1,6 +1,6 @@
 """Explain many flows "after the role" in one process, inside a node's
 network namespace: the code the snat_explain module runs in after mode
-(``_explain.after.project`` once, then ``_explain.node.read`` through the
+(``_snat_explain.project`` once, then ``_explain.node.read`` through the
 projection, then ``Reading.explain`` per flow), with the module's command
 runner replaced by subprocess (argv lists, LC_ALL=C).  On stdin
 ``{"after": {...}, "flows": [...]}`` (``after`` as the module's option, the
@@ -12,7 +12,7 @@ import sys
 from explain_batch import find, run
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._explain import flow as flows
-from ansible_collections.ipmasq.agent.plugins.module_utils._explain.after import project
+from ansible_collections.ipmasq.agent.plugins.module_utils._snat_explain import project
 from ansible_collections.ipmasq.agent.plugins.module_utils._explain.node import read
 
 

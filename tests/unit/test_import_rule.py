@@ -47,7 +47,9 @@ RULE = {
     # The SNAT explanation reads the node through the audit's reader (its
     # View, every backend's audit_read) and names owners with the audit's
     # owners; the backends evaluate their own rules (their explain.py).
-    '_explain': _CORE_BASE + ('_audit',),
+    # After mode asks each registered backend for its listings as the
+    # policy run leaves them (Backend.after_run).
+    '_explain': _CORE_BASE + ('_audit', '_core.registry'),
     'module_utils': _NODE_SIDE,
     'modules': _NODE_SIDE + ('doc_fragments',),
     'doc_fragments': (),

@@ -348,6 +348,24 @@ class Backend:
         Either may be missing."""
         return {}
 
+    # -- the SNAT explanation after the role ----------------------------------
+
+    @classmethod
+    def after_run(cls, tool, argv, data, results, run):
+        """The explanation's after mode (``_explain/after.py``): ``(rc, out,
+        err)`` of this backend's command ``argv`` (``tool`` its program's
+        name, ``data`` its stdin) as the node will answer once the policy
+        runs ``results`` (masq_chain results, check mode) are written, read
+        through ``run`` with their writes applied in memory; a write is
+        refused (MasqError).  None: not this backend's command."""
+        return None
+
+    @classmethod
+    def after_notes(cls, result):
+        """What the policy run ``result`` would write in this backend that an
+        answer after the role does not show, in words."""
+        return []
+
     # -- the SNAT audit --------------------------------------------------------
 
     def audit_read(self, view, family):

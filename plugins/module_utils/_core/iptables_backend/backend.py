@@ -229,6 +229,17 @@ class IptablesOnPath(Backend):
                 out[family] = len(fam.get('rules') or []) + (1 if fam.get('jump') else 0)
         return out
 
+    @classmethod
+    def after_run(cls, tool, argv, data, results, run):
+        """The nat listings with the runs' restore inputs applied (``restore_text.after_run``)."""
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import restore_text  # after mode only: loaded by it alone
+        return restore_text.after_run(tool, argv, data, results, run)
+
+    @classmethod
+    def after_notes(cls, result):
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import restore_text  # after mode only: loaded by it alone
+        return restore_text.after_notes(result)
+
     def audit_read(self, view, family):
         """The nat table of ``family`` as the tools on PATH show it (their flavour asked first)."""
         if family is None:

@@ -278,6 +278,12 @@ class Nftables(Backend):
     def missing_text(self):
         return 'nft not found; no nftables table checked.'
 
+    @classmethod
+    def after_run(cls, tool, argv, data, results, run):
+        """The ruleset with the runs' transactions applied (``ruleset_text.after_run``)."""
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend import ruleset_text  # after mode only: loaded by it alone
+        return ruleset_text.after_run(tool, argv, data, results, run)
+
     def audit_read(self, view, family):
         """The whole ruleset: every nft table, not only ours."""
         if family is not None:
