@@ -305,8 +305,8 @@ def carried(text):
     return state
 
 
-_WATCH_NAMES = (REPAIRS, EVENTS, BACKOFFS, EVENT_REPAIR + '_bucket', EVENT_REPAIR + '_sum', EVENT_REPAIR + '_count',
-                LAST_EVENT_REPAIR)
+_WATCH_NAMES = (REPAIRS, EVENTS, BACKOFFS, EVENT_REPAIR, EVENT_REPAIR + '_bucket', EVENT_REPAIR + '_sum',
+                EVENT_REPAIR + '_count', LAST_EVENT_REPAIR)
 
 
 def read_carried(path):
@@ -421,3 +421,26 @@ def update(directory, outcome, duration, config_valid=None, repairs=(), rules=No
     text = render(samples(state, now, duration, config_valid, rules))
     atomic_write(path, text, MODE)
     return text, problem
+
+
+def count_between(directory, events=0, backoffs=0):
+    """Add ``events`` and ``backoffs`` to the watch counters of the file a
+    cycle wrote, between cycles (the watch mode's back-off, which runs no
+    cycle): every other line stays as the cycle wrote it.  Nothing is
+    written when there is no file of ours yet (the next cycle counts them
+    then: returns False).  Raises OSError when the file cannot be written."""
+    path = os.path.join(directory, FILE_NAME)
+    state, problem = read_carried(path)
+    if problem or state.last_run is None:
+        return False
+    with open(path) as handle:
+        text = handle.read()
+    state.watch = state.watch or Watched()
+    state.watch.events += events
+    state.watch.backoffs += backoffs
+    names = set(_WATCH_NAMES)
+    kept = [line for line in text.splitlines()
+            if line and not (line.startswith('# ') and line.split(' ', 3)[2:3] and line.split(' ', 3)[2] in names)
+            and not (not line.startswith('#') and line.partition('{')[0].partition(' ')[0] in names)]
+    atomic_write(path, '\n'.join(kept) + '\n' + render(state.watch.samples()), MODE)
+    return True

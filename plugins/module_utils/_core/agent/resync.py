@@ -44,6 +44,10 @@ With ``--metrics-dir DIR``, every cycle ends by writing its metrics to
 (``metrics.py``; imported only then).  A file that cannot be written is a
 warning; it never changes the exit code.
 
+``--mode watch`` (or ``auto``) makes this one long-running process instead,
+woken by nf_tables' change events, that runs the same cycle on each change
+and every resync interval (``watch.py``; imported only then).
+
 Exit codes: 0 done (in sync or repaired), 1 failed (iptables, state file),
 2 the config file was refused, 64 bad command line.
 

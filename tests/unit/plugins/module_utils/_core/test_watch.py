@@ -175,3 +175,20 @@ def test_the_watch_counters_are_carried_from_cycle_to_cycle(tmp_path):
     assert samples[(metrics.EVENT_REPAIR + '_count', ())] == 1
     assert samples[(metrics.LAST_EVENT_REPAIR, ())] == 0.2
     assert '# TYPE %s histogram' % metrics.EVENT_REPAIR in text
+
+
+def test_a_back_off_is_counted_in_the_file_between_cycles(tmp_path):
+    directory = str(tmp_path)
+    assert not metrics.count_between(directory, events=3, backoffs=1)        # no cycle's file yet
+    metrics.update(directory, 'ok', 0.01, now=1000.0, booted=1.0, rules={('ipv4', 'iptables'): 2, ('ipv6', 'iptables'): 0,
+                                                                           ('ipv4', 'nftables'): 0, ('ipv6', 'nftables'): 0},
+                   watch={'cause': 'start', 'wrote': True, 'events': 2})
+    assert metrics.count_between(directory, events=3, backoffs=1)
+    with open(str(tmp_path / metrics.FILE_NAME)) as handle:
+        text = handle.read()
+    samples = metrics.parse(text)
+    assert samples[(metrics.BACKOFFS, ())] == 1 and samples[(metrics.EVENTS, ())] == 5
+    assert samples[(metrics.REPAIRS, (('cause', 'start'),))] == 1
+    assert samples[(metrics.RULES, (('family', 'ipv4'), ('backend', 'iptables')))] == 2
+    assert samples[(metrics.LAST_RUN, ())] == 1000.0
+    assert text.count('# TYPE %s ' % metrics.BACKOFFS) == 1
