@@ -51,7 +51,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import me
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.nfevents import Events
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import options
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry.backends import nf_tables_of_ours
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config.golang import parse_duration_ns
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config.golang import parse_duration
 
 # A writer's batch has ended when no event came for QUIET seconds; a
 # stream of events is cut after MAX_DEBOUNCE seconds (the repair is not
@@ -73,7 +73,7 @@ _STOPS = ('SIGTERM', 'SIGINT')
 def interval_seconds(opts):
     """The safety net's interval: ``--resync-interval``, else the table's default."""
     text = opts.resync_interval or options.BY_NAME['resync_interval'].default
-    return parse_duration_ns(text) / 1e9
+    return parse_duration(text)
 
 
 def seconds_text(seconds):
