@@ -46,6 +46,12 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import wa
 TICK = os.sysconf('SC_CLK_TCK')
 
 
+def own_cpu_ns(pid):
+    """On-CPU nanoseconds of ``pid`` (/proc/PID/schedstat: not rounded to clock ticks)."""
+    with open('/proc/%d/schedstat' % pid) as handle:
+        return int(handle.read().split()[0])
+
+
 def cpu_seconds(pid):
     """(own, children's) CPU seconds of ``pid`` from /proc/PID/stat."""
     with open('/proc/%d/stat' % pid) as handle:
@@ -124,13 +130,14 @@ def idle_run(base, seconds):
     with watchlab.Rig(base, 'nft', 'iptables', agent_cls=Agent) as rig:
         proc = rig.start('watch', interval='60s')
         time.sleep(1.0)
-        own0, kids0 = cpu_seconds(proc.pid)
+        own0, kids0 = own_cpu_ns(proc.pid), cpu_seconds(proc.pid)[1]
+        runs0 = rig.metric('ip_masq_agent_runs_total', '{result="ok"}')
         time.sleep(seconds)
-        own1, kids1 = cpu_seconds(proc.pid)
+        own1, kids1 = own_cpu_ns(proc.pid), cpu_seconds(proc.pid)[1]
         rss = rss_mib(proc.pid)
-        ticks = int(rig.metric('ip_masq_agent_runs_total', '{result="ok"}'))
+        cycles = int(rig.metric('ip_masq_agent_runs_total', '{result="ok"}') - runs0)
         rig.stop()
-        return own1 - own0, kids1 - kids0, rss, ticks
+        return (own1 - own0) / 1e9, kids1 - kids0, rss, cycles
 
 
 def remover_run(base, seconds):
@@ -144,10 +151,13 @@ def remover_run(base, seconds):
         took = time.monotonic() - started
         own1, kids1 = cpu_seconds(proc.pid)
         repairs = rig.agent.restores() - before
+        time.sleep(0.5)
+        by_cause = dict((cause, int(rig.metric('ip_masq_agent_repairs_total', '{cause="%s"}' % cause)))
+                        for cause in ('event', 'timer'))
         backoffs = len([line for line in rig.log().splitlines() if 'backing off' in line])
         sample = [line for line in rig.log().splitlines() if 'backing off' in line][:1]
         rig.stop()
-        return {'repairs': repairs, 'backoffs': backoffs, 'cpu_pct': 100.0 * (own1 - own0 + kids1 - kids0) / took,
+        return {'repairs': repairs, 'backoffs': backoffs, 'by_cause': by_cause, 'cpu_pct': 100.0 * (own1 - own0 + kids1 - kids0) / took,
                 'own_pct': 100.0 * (own1 - own0) / took, 'seconds': took, 'removals': loop_out.strip(),
                 'line': sample[0].split(': ', 2)[-1] if sample else ''}
 
@@ -158,56 +168,31 @@ def fmt(values):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--parts', default='gaps,idle,remover', help='gaps, idle, remover (default: all three)')
     parser.add_argument('--flushes', type=int, default=20)
     parser.add_argument('--timer-interval', type=float, default=5.0)
     parser.add_argument('--idle', type=float, default=120.0)
     parser.add_argument('--remover', type=float, default=60.0)
     parser.add_argument('--out')
     args = parser.parse_args()
+    parts = args.parts.split(',')
     if os.geteuid() != 0:
         sys.exit('run as root (it makes network namespaces)')
     netlab.sweep_stale()
     tmp = tempfile.mkdtemp(prefix='imq-watch-bench-')
-    lines = []
+    lines = ['# The resync\'s watch mode against the timer (issue 36)', '',
+             'Machine: %s, %d CPUs (shared, busy), kernel %s, Python %s; date %s.' % (
+                 platform.machine(), os.cpu_count(), platform.release(), platform.python_version(),
+                 time.strftime('%Y-%m-%d', time.gmtime())),
+             'Command: `sudo .venv/bin/python bench/watch_bench.py --parts %s --flushes %d --timer-interval %g '
+             '--idle %g --remover %g`' % (args.parts, args.flushes, args.timer_interval, args.idle, args.remover)]
     try:
-        rows = []
-        for policy, label in (('iptables', 'iptables-nft'), ('nftables', 'nftables')):
-            for mode in ('watch', 'timer'):
-                base = tempfile.mkdtemp(dir=tmp)
-                started = time.monotonic()
-                got = gap_run(base, policy, mode, args.flushes, args.timer_interval)
-                for kind, values in got.items():
-                    rows.append('| %s | %s | %s | %d | %s |' % (
-                        label, mode if mode == 'watch' else 'timer (%gs)' % args.timer_interval, kind, len(values),
-                        fmt(values)))
-                sys.stderr.write('%s %s: %.0fs\n' % (label, mode, time.monotonic() - started))
-        own, kids, rss, runs = idle_run(tempfile.mkdtemp(dir=tmp), args.idle)
-        rem = remover_run(tempfile.mkdtemp(dir=tmp), args.remover)
-        lines += ['# The resync\'s watch mode against the timer (issue 36)', '',
-                  'Machine: %s, %d CPUs (shared, busy), kernel %s, Python %s; date %s.' % (
-                      platform.machine(), os.cpu_count(), platform.release(), platform.python_version(),
-                      time.strftime('%Y-%m-%d', time.gmtime())),
-                  'Command: `sudo .venv/bin/python bench/watch_bench.py --flushes %d --timer-interval %g --idle %g '
-                  '--remover %g`' % (args.flushes, args.timer_interval, args.idle, args.remover), '',
-                  '## SNAT gap after a flush (seconds: first to last packet with the wrong source, + one 20 ms period)',
-                  '',
-                  'A UDP packet every 20 ms from the pod, each from a source port of its own. The timer row runs '
-                  'today\'s one-cycle resync every %gs (not the default 60 s: its gap is about the interval).'
-                  % args.timer_interval, '',
-                  '| backend | mode | flush | flushes | p50 | p99 | max |', '|---|---|---|---|---|---|---|'] + rows
-        lines += ['', '## The watcher idle', '',
-                  'No change for %gs (safety-net interval 60 s: %d cycles in all, the first at start included).'
-                  % (args.idle, runs), '',
-                  '| own CPU (s) | children\'s CPU (s, the safety net\'s iptables-save) | RSS (MiB) |',
-                  '|---|---|---|', '| %.3f | %.3f | %.1f |' % (own, kids, rss)]
-        lines += ['', '## A remover every 100 ms for %gs' % args.remover, '',
-                  'Bound: %d repairs caused by events per %gs, then a back-off until the next safety-net cycle.'
-                  % (watch.LIMIT, watch.WINDOW), '',
-                  '| removals | repairs | back-off lines | CPU % of one core (with children) | own CPU % |',
-                  '|---|---|---|---|---|',
-                  '| %s | %d | %d | %.2f | %.2f |' % (rem['removals'], rem['repairs'], rem['backoffs'], rem['cpu_pct'],
-                                                     rem['own_pct']),
-                  '', 'The back-off line: `%s`' % rem['line'].replace(tmp, '<tmp>')]
+        if 'gaps' in parts:
+            lines += gaps_part(tmp, args)
+        if 'idle' in parts:
+            lines += idle_part(tmp, args)
+        if 'remover' in parts:
+            lines += remover_part(tmp, args)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         netlab.cleanup_all()
@@ -216,6 +201,54 @@ def main():
     if args.out:
         with open(args.out, 'w') as handle:
             handle.write(text)
+
+
+def gaps_part(tmp, args):
+    rows = []
+    for policy, label in (('iptables', 'iptables-nft'), ('nftables', 'nftables')):
+        for mode in ('watch', 'timer'):
+            base = tempfile.mkdtemp(dir=tmp)
+            started = time.monotonic()
+            got = gap_run(base, policy, mode, args.flushes, args.timer_interval)
+            for kind, values in got.items():
+                rows.append('| %s | %s | %s | %d | %s |' % (
+                    label, mode if mode == 'watch' else 'timer (%gs)' % args.timer_interval, kind, len(values),
+                    fmt(values)))
+            sys.stderr.write('%s %s: %.0fs\n' % (label, mode, time.monotonic() - started))
+    return ['', '## SNAT gap after a flush (seconds: first to last packet with the wrong source, + one 20 ms period)',
+            '',
+            'A UDP packet every 20 ms from the pod, each from a source port of its own. Watching, the flushes are '
+            'at least %gs apart (faster is a fight: see the remover). The timer row runs today\'s one-cycle resync '
+            'every %gs (not the default 60 s: its gap is about the interval), each flush at a random point of it.'
+            % (watch.WINDOW / watch.LIMIT, args.timer_interval), '',
+            '| backend | mode | flush | flushes | p50 | p99 | max |', '|---|---|---|---|---|---|---|'] + rows
+
+
+def idle_part(tmp, args):
+    own, kids, rss, runs = idle_run(tempfile.mkdtemp(dir=tmp), args.idle)
+    return ['', '## The watcher idle', '',
+            'No change for %gs (safety-net interval 60 s: %d cycles in the period). Own CPU from '
+            '/proc/PID/schedstat (nanoseconds); the children\'s (the safety net\'s iptables-save) from '
+            '/proc/PID/stat, in clock ticks of %d ms.' % (args.idle, runs, 1000 // TICK), '',
+            '| own CPU (s) | children\'s CPU (s) | RSS (MiB) |',
+            '|---|---|---|', '| %.4f | %.2f | %.1f |' % (own, kids, rss)]
+
+
+def remover_part(tmp, args):
+    rem = remover_run(tempfile.mkdtemp(dir=tmp), args.remover)
+    return ['', '## A remover every 100 ms for %gs' % args.remover, '',
+            'Bound: %d repairs caused by events per %gs, then a back-off until the next safety-net cycle.'
+            % (watch.LIMIT, watch.WINDOW), '',
+            'Restores: iptables-restore runs (a cycle whose write met a removal may run it twice); repair '
+            'cycles: the cycles that wrote, by cause (the metrics). The run spans a little more than one 60 s '
+            'window from its first repair, and the safety net\'s cycle 60 s after the start ends a back-off.', '',
+            '| seconds | removals | restores | repair cycles: event / timer | back-off lines | '
+            'CPU % of one core (with children) | own CPU % |',
+            '|---|---|---|---|---|---|---|',
+            '| %.0f | %s | %d | %d / %d | %d | %.2f | %.2f |' % (
+                rem['seconds'], rem['removals'], rem['repairs'], rem['by_cause']['event'],
+                rem['by_cause']['timer'], rem['backoffs'], rem['cpu_pct'], rem['own_pct']),
+            '', 'The back-off line: `%s`' % rem['line'].replace(tmp, '<tmp>')]
 
 
 if __name__ == '__main__':

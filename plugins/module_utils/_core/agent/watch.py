@@ -81,7 +81,13 @@ def seconds_text(seconds):
 
 
 def describe(events):
-    """What changed, in a few words: ``delrule ip nat (x3), by iptables (pid 42)``."""
+    """What the last transaction among ``events`` changed, in a few words:
+    ``delrule ip nat (x3); committed by iptables (pid 42)`` (each
+    transaction's events end with its ``newgen``)."""
+    ends = [i for i, event in enumerate(events) if event.kind == 'newgen']
+    if ends:
+        start = ends[-2] + 1 if len(ends) > 1 else 0
+        events = events[start:ends[-1] + 1]
     counts = {}
     order = []
     writer = None

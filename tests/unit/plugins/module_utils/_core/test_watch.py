@@ -192,3 +192,10 @@ def test_a_back_off_is_counted_in_the_file_between_cycles(tmp_path):
     assert samples[(metrics.RULES, (('family', 'ipv4'), ('backend', 'iptables')))] == 2
     assert samples[(metrics.LAST_RUN, ())] == 1000.0
     assert text.count('# TYPE %s ' % metrics.BACKOFFS) == 1
+
+
+def test_the_back_off_names_the_last_transaction_and_its_writer():
+    ours = [Event('newrule', 'ip', 'nat', None, None), Event('newgen', None, None, 7, 'iptables-restor')]
+    theirs = [DELRULE, DELRULE, GEN]
+    assert watch.describe(ours + theirs) == 'delrule ip nat (x2); committed by iptables (pid 4242)'
+    assert watch.describe([DELRULE]) == 'delrule ip nat'
