@@ -167,7 +167,7 @@ def fmt(values):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = argparse.ArgumentParser(description=__doc__.split('\n', maxsplit=1)[0])
     parser.add_argument('--parts', default='gaps,idle,remover', help='gaps, idle, remover (default: all three)')
     parser.add_argument('--flushes', type=int, default=20)
     parser.add_argument('--timer-interval', type=float, default=5.0)

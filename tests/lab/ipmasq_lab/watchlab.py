@@ -27,8 +27,8 @@ import sys
 import time
 
 if __name__ != '__main__':
-    from ipmasq_lab import cni, netlab, topology
-    from ipmasq_lab.topology import EXT4, NODE_EXT4, POD4
+    from ipmasq_lab import cni, topology
+    from ipmasq_lab.topology import EXT4, NODE_EXT4
 
 PORT = 9999
 # The resync runs on the node's python3, as the role's unit starts it.

@@ -95,7 +95,7 @@ METRICS = (
     (DRIFT, 'counter', 'Resync cycles that repaired drift, by kind of drift (a first apply of a changed '
      'config file and the first cycle after a boot are not drift).'),
     (RULES, 'gauge', None),     # rules_help(): each backend says how it counts
-    (REPAIRS, 'counter', 'Cycles of the watch mode that wrote (applied or repaired), by what started them: '
+    (REPAIRS, 'counter', 'Cycles of the watch mode that wrote (applied or repaired; or failed), by what started them: '
      'start, timer (the safety net), event (nf_tables changed), enobufs (the event socket overflowed), '
      'signal (SIGHUP).'),
     (EVENTS, 'counter', "nf_tables change events the watch mode read (every table's, ours or not)."),

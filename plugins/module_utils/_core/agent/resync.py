@@ -260,7 +260,7 @@ def _write_metrics(opts, log, seen, code, duration):
         if watch is not None:       # the watch mode's cycle (watch.py): what it wrote, how soon after the event
             import time  # pylint: disable=import-outside-toplevel
             first = watch.get('first_event')
-            watch = dict(watch, wrote=bool(result is not None and result['actions']),
+            watch = dict(watch, wrote=bool(result is not None and result['actions']) or code == EXIT_FAILED,
                          event_seconds=None if first is None else time.monotonic() - first)
         _text, problem = metrics.update(opts.metrics_dir, outcome, duration, config_valid=seen.get('config_valid'),
                                         repairs=seen.get('repairs', ()), rules=rules, watch=watch)

@@ -180,8 +180,8 @@ def test_the_watch_counters_are_carried_from_cycle_to_cycle(tmp_path):
 def test_a_back_off_is_counted_in_the_file_between_cycles(tmp_path):
     directory = str(tmp_path)
     assert not metrics.count_between(directory, events=3, backoffs=1)        # no cycle's file yet
-    metrics.update(directory, 'ok', 0.01, now=1000.0, booted=1.0, rules={('ipv4', 'iptables'): 2, ('ipv6', 'iptables'): 0,
-                                                                           ('ipv4', 'nftables'): 0, ('ipv6', 'nftables'): 0},
+    rules = {('ipv4', 'iptables'): 2, ('ipv6', 'iptables'): 0, ('ipv4', 'nftables'): 0, ('ipv6', 'nftables'): 0}
+    metrics.update(directory, 'ok', 0.01, now=1000.0, booted=1.0, rules=rules,
                    watch={'cause': 'start', 'wrote': True, 'events': 2})
     assert metrics.count_between(directory, events=3, backoffs=1)
     with open(str(tmp_path / metrics.FILE_NAME)) as handle:
