@@ -19,6 +19,14 @@ format (version 0.0.4)::
     ip_masq_agent_drift_repairs_total{kind}         counter  cycles that repaired drift of a kind
     ip_masq_agent_rules{family,backend}             gauge    rules of ours in place after the cycle
 
+and, from the watch mode's long-running process (``watch.py``) only::
+
+    ip_masq_agent_repairs_total{cause}              counter  cycles that wrote, by what started them
+    ip_masq_agent_events_total                      counter  nf_tables change events read
+    ip_masq_agent_backoffs_total                    counter  times the watcher backed off a fight
+    ip_masq_agent_event_repair_seconds              histogram  first event of a burst to its repair's end
+    ip_masq_agent_last_event_repair_seconds         gauge    the same, for the last such repair
+
 Each cycle is a process of its own: the counters and the last success are
 carried over from the file the previous cycle wrote (our own lines only; a
 missing or garbled file starts them again at 0, which Prometheus takes as a
@@ -55,6 +63,11 @@ DRIFT_KINDS = tuple(kind for cls in backends.REGISTRY if cls.writes for kind in 
     'other_backend',        # ours in the backend the policy does not live in (removed)
 )
 FAMILIES = ('ipv4', 'ipv6')
+# What started a cycle that wrote (watch mode): the first cycle, the
+# safety-net tick, nf_tables' events, an overflowed event socket, SIGHUP.
+CAUSES = ('start', 'timer', 'event', 'enobufs', 'signal')
+# event_repair_seconds' buckets (the goal is under a second).
+BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 LAST_RUN = PREFIX + 'last_run_timestamp_seconds'
 LAST_SUCCESS = PREFIX + 'last_success_timestamp_seconds'
@@ -63,6 +76,11 @@ CONFIG_VALID = PREFIX + 'config_valid'
 RUNS = PREFIX + 'runs_total'
 DRIFT = PREFIX + 'drift_repairs_total'
 RULES = PREFIX + 'rules'
+REPAIRS = PREFIX + 'repairs_total'
+EVENTS = PREFIX + 'events_total'
+BACKOFFS = PREFIX + 'backoffs_total'
+EVENT_REPAIR = PREFIX + 'event_repair_seconds'
+LAST_EVENT_REPAIR = PREFIX + 'last_event_repair_seconds'
 
 # name -> (type, help), in the order of the file.
 METRICS = (
@@ -77,6 +95,16 @@ METRICS = (
     (DRIFT, 'counter', 'Resync cycles that repaired drift, by kind of drift (a first apply of a changed '
      'config file and the first cycle after a boot are not drift).'),
     (RULES, 'gauge', None),     # rules_help(): each backend says how it counts
+    (REPAIRS, 'counter', 'Cycles of the watch mode that wrote (applied or repaired; or failed), by what started them: '
+     'start, timer (the safety net), event (nf_tables changed), enobufs (the event socket overflowed), '
+     'signal (SIGHUP).'),
+    (EVENTS, 'counter', "nf_tables change events the watch mode read (every table's, ours or not)."),
+    (BACKOFFS, 'counter', 'Times the watch mode stopped repairing on events until its next safety-net '
+     'cycle, because another writer kept removing ours.'),
+    (EVENT_REPAIR, 'histogram', 'Seconds from the first nf_tables event of a burst to the end of the '
+     'repair it caused (watch mode).'),
+    (LAST_EVENT_REPAIR, 'gauge', 'Seconds from the first nf_tables event of a burst to the end of the '
+     'last repair it caused (watch mode).'),
 )
 
 
@@ -120,9 +148,11 @@ def render(samples):
             continue
         out.append('# HELP %s %s' % (name, escape_help(text)))
         out.append('# TYPE %s %s' % (name, kind))
-        for labels, value in rows:
+        for row in rows:
+            # A histogram's rows name their series (_bucket, _sum, _count) third.
+            labels, value, series = row[0], row[1], row[2] if len(row) > 2 else ''
             label_text = ','.join('%s="%s"' % (key, escape_label(val)) for key, val in labels)
-            out.append('%s%s %s' % (name, '{%s}' % label_text if label_text else '', _number(value)))
+            out.append('%s%s%s %s' % (name, series, '{%s}' % label_text if label_text else '', _number(value)))
     return '\n'.join(out) + '\n'
 
 
@@ -186,6 +216,63 @@ class Carried:
         self.drift = dict((kind, 0) for kind in DRIFT_KINDS)
         self.last_run = None
         self.last_success = None
+        # The watch mode's (None: not carried, not written).
+        self.watch = None
+
+
+class Watched:
+    """The watch mode's counters (carried over like the others)."""
+
+    def __init__(self):
+        self.repairs = dict((cause, 0) for cause in CAUSES)
+        self.events = 0
+        self.backoffs = 0
+        self.buckets = [0] * len(BUCKETS)
+        self.count = 0
+        self.sum = 0.0
+        self.last = None
+
+    def observe(self, seconds):
+        self.count += 1
+        self.sum += seconds
+        self.last = seconds
+        for i, bound in enumerate(BUCKETS):
+            if seconds <= bound:
+                self.buckets[i] += 1
+
+    def samples(self):
+        le = [((('le', repr(bound)),), self.buckets[i], '_bucket') for i, bound in enumerate(BUCKETS)]
+        out = {
+            REPAIRS: [((('cause', cause),), self.repairs[cause]) for cause in CAUSES],
+            EVENTS: [((), self.events)],
+            BACKOFFS: [((), self.backoffs)],
+            EVENT_REPAIR: le + [((('le', '+Inf'),), self.count, '_bucket'), ((), self.sum, '_sum'),
+                                ((), self.count, '_count')],
+        }
+        if self.last is not None:
+            out[LAST_EVENT_REPAIR] = [((), self.last)]
+        return out
+
+
+def _carry_watch(state, name, labels, value):
+    """Take a watch-mode sample of the previous file into ``state.watch``."""
+    watch = state.watch = state.watch or Watched()
+    if name == REPAIRS and len(labels) == 1 and labels[0][0] == 'cause' and labels[0][1] in CAUSES:
+        watch.repairs[labels[0][1]] = _count(value)
+    elif name == EVENTS and not labels:
+        watch.events = _count(value)
+    elif name == BACKOFFS and not labels:
+        watch.backoffs = _count(value)
+    elif name == EVENT_REPAIR + '_bucket' and len(labels) == 1 and labels[0][0] == 'le':
+        bounds = [repr(bound) for bound in BUCKETS]
+        if labels[0][1] in bounds:
+            watch.buckets[bounds.index(labels[0][1])] = _count(value)
+    elif name == EVENT_REPAIR + '_count' and not labels:
+        watch.count = _count(value)
+    elif name == EVENT_REPAIR + '_sum' and not labels and value >= 0:
+        watch.sum = value
+    elif name == LAST_EVENT_REPAIR and not labels and value >= 0:
+        watch.last = value
 
 
 def _count(value):
@@ -213,7 +300,13 @@ def carried(text):
             state.last_run = _timestamp(value)
         elif name == LAST_SUCCESS and not labels:
             state.last_success = _timestamp(value) or None
+        elif name in _WATCH_NAMES:
+            _carry_watch(state, name, labels, value)
     return state
+
+
+_WATCH_NAMES = (REPAIRS, EVENTS, BACKOFFS, EVENT_REPAIR, EVENT_REPAIR + '_bucket', EVENT_REPAIR + '_sum',
+                EVENT_REPAIR + '_count', LAST_EVENT_REPAIR)
 
 
 def read_carried(path):
@@ -252,7 +345,8 @@ def rules_in_place(result, policy):
 
 
 def samples(state, ended, duration, config_valid, rules):
-    """The samples of a cycle (``state``: Carried, already counted)."""
+    """The samples of a cycle (``state``: Carried, already counted; its
+    ``watch`` counters only where it has them)."""
     out = {
         LAST_RUN: [((), ended)],
         LAST_SUCCESS: [((), state.last_success or 0)],
@@ -266,6 +360,8 @@ def samples(state, ended, duration, config_valid, rules):
     if rules is not None:
         out[RULES] = [((('family', family), ('backend', backend)), rules[(family, backend)])
                       for family in FAMILIES for backend in writers()]
+    if state.watch is not None:
+        out.update(state.watch.samples())
     return out
 
 
@@ -278,13 +374,18 @@ def boot_time(now):
         return None
 
 
-def update(directory, outcome, duration, config_valid=None, repairs=(), rules=None, now=None, booted=None):
+def update(directory, outcome, duration, config_valid=None, repairs=(), rules=None, now=None, booted=None,
+           watch=None):
     """Count a cycle into ``directory/ip_masq_agent.prom`` and write it.
 
     ``outcome``: one of RESULTS; ``config_valid``: True, False or None
     (unknown: left out); ``repairs``: the kinds of what the cycle repaired
     as drift (each counted once); ``rules``: :func:`rules_in_place`, or None
-    (unknown: left out).  ``now`` and ``booted`` (seconds since the epoch)
+    (unknown: left out); ``watch`` (the watch mode's cycles only): a dict
+    with ``cause`` (one of CAUSES) and ``wrote`` (the cycle wrote),
+    ``events`` and ``backoffs`` (counted since the previous cycle) and
+    ``event_seconds`` (first event to this repair's end, or None), counted
+    into the watch counters.  ``now`` and ``booted`` (seconds since the epoch)
     default to the clock and /proc/uptime.  Returns ``(text, problem)``:
     what was written, and why the previous file was not carried over (or
     None).  Raises OSError when the file cannot be written; the directory
@@ -309,6 +410,37 @@ def update(directory, outcome, duration, config_valid=None, repairs=(), rules=No
             state.drift[kind] = state.drift.get(kind, 0) + 1
     if outcome == 'ok':
         state.last_success = now
+    if watch is not None:
+        counted = state.watch = state.watch or Watched()
+        counted.events += watch.get('events', 0)
+        counted.backoffs += watch.get('backoffs', 0)
+        if watch.get('wrote'):
+            counted.repairs[watch['cause']] = counted.repairs.get(watch['cause'], 0) + 1
+            if watch.get('event_seconds') is not None:
+                counted.observe(watch['event_seconds'])
     text = render(samples(state, now, duration, config_valid, rules))
     atomic_write(path, text, MODE)
     return text, problem
+
+
+def count_between(directory, events=0, backoffs=0):
+    """Add ``events`` and ``backoffs`` to the watch counters of the file a
+    cycle wrote, between cycles (the watch mode's back-off, which runs no
+    cycle): every other line stays as the cycle wrote it.  Nothing is
+    written when there is no file of ours yet (the next cycle counts them
+    then: returns False).  Raises OSError when the file cannot be written."""
+    path = os.path.join(directory, FILE_NAME)
+    state, problem = read_carried(path)
+    if problem or state.last_run is None:
+        return False
+    with open(path) as handle:
+        text = handle.read()
+    state.watch = state.watch or Watched()
+    state.watch.events += events
+    state.watch.backoffs += backoffs
+    names = set(_WATCH_NAMES)
+    kept = [line for line in text.splitlines()
+            if line and not (line.startswith('# ') and line.split(' ', 3)[2:3] and line.split(' ', 3)[2] in names)
+            and not (not line.startswith('#') and line.partition('{')[0].partition(' ')[0] in names)]
+    atomic_write(path, '\n'.join(kept) + '\n' + render(state.watch.samples()), MODE)
+    return True

@@ -44,6 +44,10 @@ With ``--metrics-dir DIR``, every cycle ends by writing its metrics to
 (``metrics.py``; imported only then).  A file that cannot be written is a
 warning; it never changes the exit code.
 
+``--mode watch`` (or ``auto``) makes this one long-running process instead,
+woken by nf_tables' change events, that runs the same cycle on each change
+and every resync interval (``watch.py``; imported only then).
+
 Exit codes: 0 done (in sync or repaired), 1 failed (iptables, state file),
 2 the config file was refused, 64 bad command line.
 
@@ -223,10 +227,12 @@ def _fallback(opts, state_text, log, refused):
     return policy
 
 
-def cycle(opts, log):
+def cycle(opts, log, seen=None):
     """Run one cycle; return the exit code.  With ``--metrics-dir`` (and not
-    ``--check``) its metrics are written at its end, whatever its outcome."""
-    seen = {}
+    ``--check``) its metrics are written at its end, whatever its outcome.
+    ``seen`` (the watch mode's): a dict the cycle fills (``result``, ...);
+    its ``watch`` entry goes to the metrics (``metrics.update``)."""
+    seen = {} if seen is None else seen
     if not opts.metrics_dir or opts.check:
         return _cycle(opts, log, seen)
     import time  # pylint: disable=import-outside-toplevel
@@ -250,8 +256,14 @@ def _write_metrics(opts, log, seen, code, duration):
     try:
         result = seen.get('result')
         rules = metrics.rules_in_place(result, seen['policy']) if result is not None else None
+        watch = seen.get('watch')
+        if watch is not None:       # the watch mode's cycle (watch.py): what it wrote, how soon after the event
+            import time  # pylint: disable=import-outside-toplevel
+            first = watch.get('first_event')
+            watch = dict(watch, wrote=bool(result is not None and result['actions']) or code == EXIT_FAILED,
+                         event_seconds=None if first is None else time.monotonic() - first)
         _text, problem = metrics.update(opts.metrics_dir, outcome, duration, config_valid=seen.get('config_valid'),
-                                        repairs=seen.get('repairs', ()), rules=rules)
+                                        repairs=seen.get('repairs', ()), rules=rules, watch=watch)
     except Exception as e:  # pylint: disable=broad-except
         log('warning', 'metrics: %s was not written (%s); the cycle itself is not affected.'
             % (path, getattr(e, 'strerror', None) or e))
@@ -565,8 +577,21 @@ def main(argv=None):
     hold_root()
     opts = parse_args(argv)
     log = Log(opts.log_format, opts.verbose)
+    if opts.mode in ('watch', 'auto'):
+        if opts.check:
+            log('err', '--check runs one cycle: not with --mode %s.' % opts.mode)
+            return EXIT_USAGE
+        # Start-up cost: watch.py and nfevents.py load only in the long-running watcher, never in a timer run.
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import watch  # pylint: disable=import-outside-toplevel
+        watch.run(opts, log, run_cycle)
+        return EXIT_OK
+    return run_cycle(opts, log)
+
+
+def run_cycle(opts, log, seen=None):
+    """One cycle with its errors logged; the exit code."""
     try:
-        return cycle(opts, log)
+        return cycle(opts, log, seen)
     except UsageError as e:
         log('err', e.msg)
         return EXIT_USAGE

@@ -58,6 +58,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.backend 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.flavours import IptablesLegacy, IptablesNft
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.backend import IptablesOnPath
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.backend import Nftables
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend import names as nft_names
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError, one_line
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.proc import read_proc
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import validate_chain_name
@@ -96,6 +97,13 @@ def register(cls):
 def writers():
     """The registered backends the policy can live in (classes), in the registry's order."""
     return [cls for cls in REGISTRY if cls.writes]
+
+
+def nf_tables_of_ours(chain):
+    """``(family, table)`` of every nf_tables table a policy of ``chain``
+    can live in: iptables-nft's nat tables and our nftables table (the
+    resync's watch mode acts on changes to these only)."""
+    return (('ip', 'nat'), ('ip6', 'nat'), (nft_names.FAMILY, nft_names.table_name(chain)))
 
 
 def needed_tools(choice):

@@ -1,0 +1,299 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, ipmasq.agent contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# NOTE: private to the ipmasq.agent collection; not a public API.
+"""The resync's watch mode: one long-running process that repairs drift the
+moment nf_tables announces a change (``--mode watch`` / ``--mode auto``).
+
+It runs a cycle at start (cause ``start``), then blocks in ``select`` on
+an nf_tables event subscription (``node/nfevents.py``) and on a pipe that
+signals wake it, so it spends no CPU while nothing changes.  It runs the
+same cycle as the timer (``resync.cycle``: read, compare, repair only on
+drift, under the writers' lock):
+
+- on events (``event``) in a table our policy can live in (iptables-nft's
+  ``ip``/``ip6`` ``nat``, our ``inet`` table): it first waits until the
+  writer's batch has ended (no event for :data:`QUIET` seconds, at most
+  :data:`MAX_DEBOUNCE` after the first), so that a burst is one cycle;
+- at once when the socket overflowed (``enobufs``: events were dropped, so
+  the node is read now, never a lost repair);
+- every resync interval (``timer``: the safety net, as the timer mode);
+- at once on SIGHUP (``signal``: the role's path unit reloads the service
+  when the config file changes).
+
+SIGTERM and SIGINT end it with exit code 0.  Our own writes are announced
+too: the cycle they cause reads the node, finds no drift and writes
+nothing, so they never cause a second write.
+
+No fight: at most :data:`LIMIT` repairs (or failed repairs) caused by
+events in any :data:`WINDOW` seconds.  Beyond that another writer keeps removing ours
+(a firewall reloading in a loop, a script that flushes the nat table): the
+watcher backs off, reading events without acting on them, until its next
+safety-net cycle; it says so once in the journal (what changed last and
+the process that committed it, as the kernel names it) and counts it
+(``backoffs_total``).
+
+``--mode auto`` watches where the policy lives in nf_tables (iptables-nft
+or the nftables backend) and polls every resync interval elsewhere
+(iptables-legacy sends no events).
+
+Standard library only: this file runs on managed nodes.
+"""
+
+import os
+import select
+import signal
+import time
+
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import metrics
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.nfevents import Events
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import options
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry.backends import nf_tables_of_ours
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config.golang import parse_duration
+
+# A writer's batch has ended when no event came for QUIET seconds; a
+# stream of events is cut after MAX_DEBOUNCE seconds (the repair is not
+# put off for ever by a writer that never stops).
+QUIET = 0.05
+MAX_DEBOUNCE = 0.3
+# No fight: at most LIMIT repairs caused by events in any WINDOW seconds,
+# one every 2 s on average.  A repair costs some 15 ms of CPU, so 30 a
+# minute stay under 1 % of a core, and a node that some misconfigured
+# reload flushes every few seconds keeps masquerading nearly all the time;
+# a writer that removes ours more often than that is a fight that
+# repairing cannot win (the safety net still puts ours back every interval).
+LIMIT = 30
+WINDOW = 60.0
+# The signals that end the watcher (exit code 0).
+_STOPS = ('SIGTERM', 'SIGINT')
+
+
+def interval_seconds(opts):
+    """The safety net's interval: ``--resync-interval``, else the table's default."""
+    text = opts.resync_interval or options.BY_NAME['resync_interval'].default
+    return parse_duration(text)
+
+
+def seconds_text(seconds):
+    return '%gs' % seconds
+
+
+def describe(events):
+    """What the last transaction among ``events`` changed, in a few words:
+    ``delrule ip nat (x3); committed by iptables (pid 42)`` (each
+    transaction's events end with its ``newgen``)."""
+    ends = [i for i, event in enumerate(events) if event.kind == 'newgen']
+    if ends:
+        start = ends[-2] + 1 if len(ends) > 1 else 0
+        events = events[start:ends[-1] + 1]
+    counts = {}
+    order = []
+    writer = None
+    for event in events:
+        if event.kind == 'newgen':
+            writer = event
+            continue
+        key = '%s %s %s' % (event.kind, event.family, event.table)
+        if key not in counts:
+            order.append(key)
+        counts[key] = counts.get(key, 0) + 1
+    words = ', '.join('%s%s' % (key, ' (x%d)' % counts[key] if counts[key] > 1 else '') for key in order[:4])
+    if len(order) > 4:
+        words += ', ...'
+    if writer is not None and (writer.proc or writer.pid):
+        words += '; committed by %s (pid %s)' % (writer.proc or 'a process', writer.pid or '?')
+    return words or 'events'
+
+
+class Watcher:
+    """The loop.  ``run_cycle(opts, log, seen)`` is the resync's cycle
+    (``resync.run_cycle``: its errors logged, the exit code returned);
+    ``events_factory`` makes the subscription (``nfevents.Events``)."""
+
+    def __init__(self, opts, log, run_cycle, events_factory=Events, clock=time.monotonic):
+        self.opts = opts
+        self.log = log
+        self.run_cycle = run_cycle
+        self.clock = clock
+        self.interval = interval_seconds(opts)
+        self.ours = set(nf_tables_of_ours(opts.masq_chain))
+        self.events_factory = events_factory
+        self.events = None
+        self.repairs = []           # when each event-caused repair ended (the window's)
+        self.backing_off = False
+        self.pending = {'events': 0, 'backoffs': 0}
+        self.flags = {'stop': None, 'hup': False}
+        self.next_tick = None
+        self.wake_r = self.wake_w = None
+        self.last_code = None
+
+    # -- signals --------------------------------------------------------------
+
+    def _on_stop(self, signum, _frame):
+        self.flags['stop'] = signum
+
+    def _on_hup(self, _signum, _frame):
+        self.flags['hup'] = True
+
+    def install_signals(self):
+        self.wake_r, self.wake_w = os.pipe()
+        for fd in (self.wake_r, self.wake_w):
+            os.set_blocking(fd, False)
+        signal.set_wakeup_fd(self.wake_w)
+        for name in _STOPS:
+            signal.signal(getattr(signal, name), self._on_stop)
+        signal.signal(signal.SIGHUP, self._on_hup)
+
+    def _drain_wake(self):
+        try:
+            while os.read(self.wake_r, 512):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
+
+    # -- the subscription -------------------------------------------------------
+
+    def subscribe(self):
+        """Open the event subscription; None (logged) when the kernel refuses it."""
+        try:
+            self.events = self.events_factory()
+        except OSError as e:
+            self.log('warning', 'nf_tables events cannot be read here (%s): polling every %s.'
+                     % (getattr(e, 'strerror', None) or e, seconds_text(self.interval)))
+            self.events = None
+
+    def unsubscribe(self):
+        if self.events is not None:
+            self.events.close()
+            self.events = None
+
+    def relevant(self, events):
+        """Whether any event touches a table our policy can live in."""
+        return any(e.kind != 'newgen' and (e.table is None or (e.family, e.table) in self.ours) for e in events)
+
+    # -- cycles -------------------------------------------------------------------
+
+    def cycle(self, cause, first_event=None):
+        """One cycle (``resync.run_cycle``); True when it wrote."""
+        watch = dict(self.pending, cause=cause, first_event=first_event)
+        self.pending = {'events': 0, 'backoffs': 0}
+        seen = {'watch': watch}
+        self.last_code = self.run_cycle(self.opts, self.log, seen)
+        result = seen.get('result')
+        # A cycle that failed (exit code 1: a write refused, the lock not had)
+        # may have written part of it: it counts as a repair for the bound.
+        wrote = (bool(result and result.get('actions')) or self.last_code == 1) and not self.opts.check
+        if cause == 'timer' or cause == 'start':
+            self.next_tick = self.clock() + self.interval
+        return wrote, result
+
+    def watchable(self, result):
+        """Whether the policy lives in nf_tables (after the cycle at start)."""
+        if result is None:
+            return True
+        return result.get('selected_backend') == 'nftables' or result.get('iptables_flavour') == 'nf_tables'
+
+    def on_events(self, first, overflow):
+        """Debounce, then repair (or back off); ``first``: the burst's first events."""
+        started = self.clock()
+        seen = list(first)
+        deadline = started + MAX_DEBOUNCE
+        while not overflow:
+            wait = min(QUIET, deadline - self.clock())
+            if wait <= 0 or self.flags['stop'] is not None:
+                break
+            ready = select.select([self.events], [], [], wait)[0]
+            if not ready:
+                break
+            more, overflow = self.events.read()
+            self.pending['events'] += len(more)
+            seen.extend(more)
+        if not overflow and not self.relevant(seen):
+            return
+        now = self.clock()
+        self.repairs = [t for t in self.repairs if now - t < WINDOW]
+        if self.backing_off:
+            return
+        if len(self.repairs) >= LIMIT:
+            self.backing_off = True
+            self.pending['backoffs'] += 1
+            self.log('warning', 'backing off: %d repairs in the last %s, another writer keeps removing ours '
+                     '(the last change: %s); ours is put back at the next safety-net cycle in %s.'
+                     % (len(self.repairs), seconds_text(WINDOW), describe(seen),
+                        seconds_text(round(max(0.0, self.next_tick - now)))))
+            self.count_now()
+            return
+        wrote, _result = self.cycle('enobufs' if overflow else 'event', first_event=started)
+        if wrote:
+            self.repairs.append(self.clock())
+
+    def count_now(self):
+        """The pending events and back-offs into the metrics file now (a back-off runs no cycle)."""
+        if not self.opts.metrics_dir:
+            return
+        try:
+            if metrics.count_between(self.opts.metrics_dir, self.pending['events'], self.pending['backoffs']):
+                self.pending = {'events': 0, 'backoffs': 0}
+        except (IOError, OSError) as e:
+            self.log('warning', 'metrics: %s was not written (%s).'
+                     % (os.path.join(self.opts.metrics_dir, metrics.FILE_NAME), getattr(e, 'strerror', None) or e))
+
+    # -- the loop ---------------------------------------------------------------------
+
+    def run(self):
+        self.install_signals()
+        if self.opts.mode == 'watch' or self.opts.mode == 'auto':
+            self.subscribe()        # before the first read: no change between the two is missed
+        _wrote, result = self.cycle('start')
+        if self.events is not None and not self.watchable(result):
+            if self.opts.mode == 'auto':
+                self.unsubscribe()
+                self.log('notice', 'iptables-legacy has no events: polling every %s.' % seconds_text(self.interval))
+            else:
+                self.log('warning', 'the policy lives in iptables-legacy, which has no events: watching nf_tables '
+                         'anyway and polling every %s.' % seconds_text(self.interval))
+        elif self.events is not None:
+            self.log('info', 'watching nf_tables for changes (a cycle every %s as well).'
+                     % seconds_text(self.interval))
+        return self.loop()
+
+    def loop(self):
+        while True:
+            if self.flags['stop'] is not None:
+                return self.stop()
+            if self.flags['hup']:
+                self.flags['hup'] = False
+                self.cycle('signal')
+                continue
+            wait = self.next_tick - self.clock()
+            if wait <= 0:
+                self.backing_off = False
+                self.cycle('timer')
+                continue
+            watched = [self.wake_r] + ([self.events] if self.events is not None else [])
+            try:
+                ready = select.select(watched, [], [], wait)[0]
+            except InterruptedError:
+                continue
+            if self.wake_r in ready:
+                self._drain_wake()
+            if self.events is not None and self.events in ready:
+                events, overflow = self.events.read()
+                self.pending['events'] += len(events)
+                if overflow or self.relevant(events):
+                    self.on_events(events, overflow)
+
+    def stop(self):
+        self.log('info', 'stopping (%s).' % signal.Signals(self.flags['stop']).name)
+        self.unsubscribe()
+
+
+def run(opts, log, run_cycle):
+    """The watch (or auto) mode's process, until SIGTERM or SIGINT
+    (``run_cycle``: ``resync.run_cycle``)."""
+    try:
+        Watcher(opts, log, run_cycle).run()
+    except KeyboardInterrupt:
+        pass

@@ -1,0 +1,201 @@
+"""The watch mode's decisions (_core/agent/watch.py) with a stand-in event
+source: an overflowed socket (ENOBUFS) is a cycle at once, a burst is one
+cycle, events in tables the policy cannot live in are none, more than LIMIT
+repairs in WINDOW back off (one journal line, counted) until the next
+safety-net cycle; and nf_tables' messages as nfevents.py reads them.  The
+real kernel's events and packets: tests/integration/test_resync_watch.py."""
+import socket
+import threading
+import time
+
+import pytest
+
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import metrics, resync, watch
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.node import nfevents
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.nfevents import Event
+
+DELRULE = Event('delrule', 'ip', 'nat', None, None)
+GEN = Event('newgen', None, None, 4242, 'iptables')
+FILTER = Event('delrule', 'ip', 'filter', None, None)
+
+
+class FakeEvents:
+    """A selectable stand-in for nfevents.Events."""
+
+    def __init__(self):
+        self.r, self.w = socket.socketpair()
+        self.queue = []
+        self.overflow = False
+        self.lock = threading.Lock()
+
+    def fileno(self):
+        return self.r.fileno()
+
+    def push(self, events, overflow=False):
+        with self.lock:
+            self.queue.extend(events)
+            self.overflow = self.overflow or overflow
+        self.w.send(b'x')
+
+    def read(self):
+        self.r.setblocking(False)
+        try:
+            while self.r.recv(4096):
+                pass
+        except BlockingIOError:
+            pass
+        with self.lock:
+            out, overflow, self.queue, self.overflow = self.queue, self.overflow, [], False
+        return out, overflow
+
+    def close(self):
+        self.r.close()
+        self.w.close()
+
+
+@pytest.fixture
+def rig():
+    cycles = []
+    lines = []
+    writes = {'next': True}
+
+    def run_cycle(_opts, _log, seen):
+        cycles.append(seen['watch']['cause'])
+        if seen['watch']['cause'] == 'timer':
+            watcher.flags['stop'] = 15          # end the loop after the tick
+        seen['result'] = {'actions': ['IPv4: repaired'] if writes['next'] else [], 'selected_backend': 'iptables',
+                          'iptables_flavour': 'nf_tables'}
+        return resync.EXIT_OK
+
+    opts = resync.parse_args(['--mode', 'watch', '--resync-interval', '30s'])
+    events = FakeEvents()
+    watcher = watch.Watcher(opts, lambda level, msg: lines.append((level, msg)), run_cycle, events_factory=lambda: events)
+    watcher.subscribe()
+    watcher.next_tick = time.monotonic() + 30
+    yield watcher, events, cycles, lines, writes
+    events.close()
+
+
+def test_an_overflowed_socket_is_a_cycle_at_once(rig):
+    watcher, _events, cycles, _lines, _writes = rig
+    started = time.monotonic()
+    watcher.on_events([], True)
+    assert cycles == ['enobufs'] and time.monotonic() - started < watch.QUIET
+
+
+def test_a_burst_is_one_cycle_after_the_writer_s_batch_ended(rig):
+    watcher, events, cycles, _lines, _writes = rig
+
+    def writer():
+        for _i in range(10):
+            time.sleep(0.01)
+            events.push([DELRULE, GEN])
+    thread = threading.Thread(target=writer)
+    thread.start()
+    watcher.on_events([DELRULE], False)
+    thread.join()
+    assert cycles == ['event']
+    # Whatever came after the debounce's bound waits for the next read: at most one cycle more.
+    leftover, _overflow = events.read()
+    assert len(leftover) <= 20
+
+
+def test_events_of_tables_the_policy_cannot_live_in_cause_no_cycle(rig):
+    watcher, _events, cycles, _lines, _writes = rig
+    assert not watcher.relevant([FILTER, GEN])
+    assert watcher.relevant([Event('deltable', 'inet', 'ip-masq-agent', None, None)])
+    assert watcher.relevant([Event('deltable', 'ip6', 'nat', None, None)])
+    watcher.on_events([FILTER], False)
+    assert cycles == []
+
+
+def test_more_than_limit_repairs_a_minute_back_off_until_the_next_tick(rig):
+    watcher, _events, cycles, lines, _writes = rig
+    for _i in range(watch.LIMIT):
+        watcher.on_events([DELRULE, GEN], False)
+    assert cycles == ['event'] * watch.LIMIT
+    watcher.on_events([DELRULE, GEN], False)
+    watcher.on_events([DELRULE, GEN], False)
+    assert cycles == ['event'] * watch.LIMIT          # backed off: no seventh repair
+    said = [msg for level, msg in lines if 'backing off' in msg]
+    assert len(said) == 1 and 'delrule ip nat' in said[0] and 'committed by iptables (pid 4242)' in said[0], said
+    assert watcher.pending['backoffs'] == 1
+    # The safety-net tick repairs and ends the back-off.
+    watcher.next_tick = time.monotonic() - 1
+    watcher.loop()
+    assert cycles[-1] == 'timer' and not watcher.backing_off
+
+
+def test_reads_that_find_no_drift_are_no_repairs(rig):
+    watcher, _events, cycles, lines, writes = rig
+    writes['next'] = False
+    for _i in range(watch.LIMIT * 3):
+        watcher.on_events([DELRULE], False)
+    assert cycles == ['event'] * watch.LIMIT * 3 and not [m for _l, m in lines if 'backing off' in m]
+
+
+def _nl(msg_type, family, attrs):
+    payload = bytes((family, 0, 0, 0)) + attrs
+    return (16 + len(payload)).to_bytes(4, 'little') + ((10 << 8) | msg_type).to_bytes(2, 'little') + \
+        b'\0\0' + b'\0' * 8 + payload
+
+
+def _attr(kind, data):
+    size = 4 + len(data)
+    return size.to_bytes(2, 'little') + kind.to_bytes(2, 'little') + data + b'\0' * (-size % 4)
+
+
+def test_nfevents_reads_the_table_and_the_committing_process():
+    data = _nl(8, 2, _attr(1, b'nat\0') + _attr(2, b'POSTROUTING\0')) + \
+        _nl(15, 0, _attr(1, (7).to_bytes(4, 'big')) + _attr(2, (4242).to_bytes(4, 'big')) + _attr(3, b'nft\0'))
+    if nfevents._int(b'\x01\x00', 0, 2) != 1:      # a big-endian host: the header is in host order
+        pytest.skip('little-endian layout built here')
+    assert nfevents.parse(data) == [Event('delrule', 'ip', 'nat', None, None), Event('newgen', None, None, 4242, 'nft')]
+
+
+def test_the_watch_counters_are_carried_from_cycle_to_cycle(tmp_path):
+    """repairs by cause, events, back-offs and the event-to-repair histogram
+    survive in the textfile (a restarted watcher counts on); a timer-mode
+    cycle's file has none of them."""
+    directory = str(tmp_path)
+    text, _problem = metrics.update(directory, 'ok', 0.01, now=1000.0, booted=1.0)
+    assert metrics.REPAIRS not in text and metrics.EVENT_REPAIR not in text
+    metrics.update(directory, 'ok', 0.01, now=1001.0, booted=1.0,
+                   watch={'cause': 'event', 'wrote': True, 'events': 7, 'backoffs': 1, 'event_seconds': 0.2})
+    text, problem = metrics.update(directory, 'ok', 0.01, now=1002.0, booted=1.0,
+                                   watch={'cause': 'timer', 'wrote': False, 'events': 3, 'backoffs': 0})
+    assert problem is None
+    samples = metrics.parse(text)
+    assert samples[(metrics.REPAIRS, (('cause', 'event'),))] == 1
+    assert samples[(metrics.REPAIRS, (('cause', 'timer'),))] == 0
+    assert samples[(metrics.EVENTS, ())] == 10 and samples[(metrics.BACKOFFS, ())] == 1
+    assert samples[(metrics.EVENT_REPAIR + '_bucket', (('le', '0.25'),))] == 1
+    assert samples[(metrics.EVENT_REPAIR + '_bucket', (('le', '0.1'),))] == 0
+    assert samples[(metrics.EVENT_REPAIR + '_bucket', (('le', '+Inf'),))] == 1
+    assert samples[(metrics.EVENT_REPAIR + '_count', ())] == 1
+    assert samples[(metrics.LAST_EVENT_REPAIR, ())] == 0.2
+    assert '# TYPE %s histogram' % metrics.EVENT_REPAIR in text
+
+
+def test_a_back_off_is_counted_in_the_file_between_cycles(tmp_path):
+    directory = str(tmp_path)
+    assert not metrics.count_between(directory, events=3, backoffs=1)        # no cycle's file yet
+    rules = {('ipv4', 'iptables'): 2, ('ipv6', 'iptables'): 0, ('ipv4', 'nftables'): 0, ('ipv6', 'nftables'): 0}
+    metrics.update(directory, 'ok', 0.01, now=1000.0, booted=1.0, rules=rules,
+                   watch={'cause': 'start', 'wrote': True, 'events': 2})
+    assert metrics.count_between(directory, events=3, backoffs=1)
+    with open(str(tmp_path / metrics.FILE_NAME)) as handle:
+        text = handle.read()
+    samples = metrics.parse(text)
+    assert samples[(metrics.BACKOFFS, ())] == 1 and samples[(metrics.EVENTS, ())] == 5
+    assert samples[(metrics.REPAIRS, (('cause', 'start'),))] == 1
+    assert samples[(metrics.RULES, (('family', 'ipv4'), ('backend', 'iptables')))] == 2
+    assert samples[(metrics.LAST_RUN, ())] == 1000.0
+    assert text.count('# TYPE %s ' % metrics.BACKOFFS) == 1
+
+
+def test_the_back_off_names_the_last_transaction_and_its_writer():
+    ours = [Event('newrule', 'ip', 'nat', None, None), Event('newgen', None, None, 7, 'iptables-restor')]
+    theirs = [DELRULE, DELRULE, GEN]
+    assert watch.describe(ours + theirs) == 'delrule ip nat (x2); committed by iptables (pid 4242)'
+    assert watch.describe([DELRULE]) == 'delrule ip nat'
