@@ -37,7 +37,7 @@ def test_the_units_are_byte_for_byte_what_the_templates_wrote(case):
     values = dict(DEFAULTS, **dict((k, v) for k, v in case.items() if k.startswith('ip_masq_')))
     got = _units.units(values, case['timer'], resync_root(values['ip_masq_lib_dir']), 'Ansible managed')
     assert sorted(got) == sorted(_units.UNIT_NAMES)
-    # Two changes since the templates: PYTHONPATH names this version's own root below
+    # Three changes since the templates: PYTHONPATH names this version's own root below
     # ip_masq_lib_dir (<lib>/v/<id>, issue 34), not ip_masq_lib_dir itself.
     version_root = os.path.relpath(resync_root(values['ip_masq_lib_dir']), values['ip_masq_lib_dir'])
     for name in _units.UNIT_NAMES:
@@ -48,6 +48,10 @@ def test_the_units_are_byte_for_byte_what_the_templates_wrote(case):
             assert want.count('" "LC_ALL=C"\n') == 1 and want.count('._core.resync import main') == 1  # move_core: keep
             want = want.replace('" "LC_ALL=C"\n', '/%s" "LC_ALL=C"\n' % version_root)
             want = want.replace('._core.resync import main', '._core.agent.resync import main')  # move_core: keep
+            # And the resync's mode (issue 36), a flag of the table's like the interval.
+            at = want.index('  --resync-interval ')
+            at = want.index('\n', at) + 1
+            want = want[:at] + '  --mode "timer" \\\n' + want[at:]
         assert got[name] == want, name
 
 
@@ -91,7 +95,8 @@ def view(policy):
 
 # A value other than the default for every option the resync takes as a flag.
 OTHER = {'chain': 'MY-CHAIN', 'jump_position': 'first', 'rule_format': 'upstream', 'backend': 'nftables',
-         'resync_interval': '1m30s', 'nomasq_all_reserved_ranges': True, 'ipv6': True, 'random_fully': True,
+         'resync_interval': '1m30s', 'resync_mode': 'watch', 'nomasq_all_reserved_ranges': True, 'ipv6': True,
+         'random_fully': True,
          'to_ports': ['1024-29999', '32768-65535']}
 
 

@@ -109,6 +109,13 @@ OPTIONS = (
            resync_flag='--resync-interval', metavar='DURATION',
            help=('the interval the timer runs this at (Go duration); only',
                  "used to warn when the file's resyncInterval differs")),
+    Option('resync_mode', 'str', 'timer', 'How the node notices drift: timer (a cycle every resync interval), '
+           "watch (one long-running process woken by nf_tables' own change events, with a cycle every resync "
+           'interval as a safety net) or auto (watch where the policy lives in nf_tables, else the timer).',
+           choices=('timer', 'watch', 'auto'), module=False, version_added='2.0.0', resync_flag='--mode',
+           metavar='MODE', help=('timer (default: one cycle, then exit), watch (run on',
+                                 "nf_tables' change events, and every interval) or auto",
+                                 '(watch where nf_tables holds the policy, else poll)')),
     Option('cidr_limit', 'int', 64, 'Most CIDRs allowed in nonmasquerade_cidrs (and masquerade_cidrs).',
            key='cidrLimit', check='cidrs.over_limit'),
     # The upstream agent's flags.
