@@ -203,7 +203,7 @@ class ActionModule(ActionBase):
         if validate_only:
             result.update(changed=False, facts=facts, masq_chain=args['masq_chain'], config=config, settings=typed,
                           timer=args['timer'], ansible_facts=dict(facts), daemon_steps=daemon_steps,
-                          units=units,
+                          units=units, resync_start=list(_units.started(values['ip_masq_resync_mode'])),
                           msg='settings valid (only validated: no node contacted)')
             return result
 

@@ -141,9 +141,17 @@ resync_files:
     C(name) and whether to C(disable) it; C(remove), the other mode's unit paths).
   returned: success, without O(validate_only)
   type: dict
+resync_start:
+  description: With O(validate_only), the resync units of C(ip_masq_resync_mode) the role enables and starts, the
+    one that keeps the resync going first (C(ip-masq-agent.timer) with V(timer), C(ip-masq-agent.service) with
+    V(watch) and V(auto)); the fleet audit asks systemd whether it is active.
+  returned: with O(validate_only)
+  type: list
+  elements: str
+  version_added: 2.0.0
 units:
   description: With O(validate_only), the resync's systemd units the role writes, rendered on the controller
-    (each name to its text: C(ip-masq-agent.service), C(ip-masq-agent.timer) and C(ip-masq-agent.path) with
+    (each name to its text; C(ip-masq-agent.service), C(ip-masq-agent.timer) and C(ip-masq-agent.path) with
     C(ip_masq_resync_mode=timer), C(ip-masq-agent.service), C(ip-masq-agent.path) and
     C(ip-masq-agent-reload.service) with V(watch) or V(auto)).
   returned: with O(validate_only), for ip_masq_state=present
