@@ -4,6 +4,7 @@ that stays on the timer gets the same unit), watch and auto run
 ip-masq-agent.service as one long-running process (no timer; the path unit
 starts a small oneshot that reloads it), and what a switch or the removal
 stops, disables and removes (``_units.leaving``)."""
+import json
 import os
 import shlex
 
@@ -19,6 +20,9 @@ from ansible_collections.ipmasq.agent.plugins.plugin_utils import _units
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._config_file import config_text
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import RoleArgsError, role_args
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_vars import read
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar
+from ipmasq_lab.role_forms import _jinja  # pylint: disable=protected-access
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROLE = os.path.join(os.path.dirname(os.path.dirname(HERE)), 'roles', 'ip_masq')
@@ -150,3 +154,17 @@ def test_a_bad_mode_names_the_value_the_variable_and_the_host(given):
         role_args(read(dict(DEFAULTS, ip_masq_resync_mode=given), 'node-7'))
     text = caught.value.message
     assert 'ip_masq_resync_mode' in text and 'node-7' in text and 'timer, watch, auto' in text, text
+
+
+@pytest.mark.parametrize('form', ['typed', 'kv', 'json', 'jinja'])
+def test_every_form_of_the_mode_reaches_the_units(form):
+    """Typed YAML (and group_vars), ``-e ip_masq_resync_mode=watch`` (a
+    string), a JSON value and a Jinja expression: the action templates each
+    value, then checks it; the units are the watcher's."""
+    given = {'typed': 'watch', 'kv': 'watch', 'json': json.loads('"watch"'), 'jinja': _jinja('watch')}[form]
+    templar = Templar(loader=DataLoader())
+    checked = role_args(read(dict(DEFAULTS, ip_masq_resync_mode=templar.template(given)), 'h'))
+    assert checked['values']['ip_masq_resync_mode'] == 'watch'
+    values = checked['values']
+    assert sorted(_units.units(values, checked['timer'], resync_root(values['ip_masq_lib_dir']), 'm')) == sorted(
+        [SERVICE, PATH_UNIT, RELOAD])
