@@ -238,7 +238,7 @@ class ActionModule(ActionBase):
                     xtables, writers = internal['__ip_masq_xtables_lock'], internal['__ip_masq_writers_lock']
                     files += [{'path': tmpfiles, 'content': TMPFILES.format(xtables=xtables, writers=writers)},
                               {'path': xtables, 'mode': '0600'}, {'path': writers, 'mode': '0600'}]
-                    files += [{'path': unit_dir + '/' + name, 'content': units[name]} for name in sorted(units)]
+                    files += [{'path': unit_dir + '/' + name, 'content': units[name]} for name in _units.mode_units(mode)]
             if present:
                 query += [path for cls in backends.writers() if cls.tool for path in tool_paths(cls)]
             if not resync_on:
