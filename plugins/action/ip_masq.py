@@ -25,7 +25,6 @@ from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_args import Rol
 from ansible_collections.ipmasq.agent.plugins.plugin_utils._role_vars import ROLE_PATH, play_variables, read, role_defaults, role_spec
 
 NODE_MODULE = 'ipmasq.agent.ip_masq_node'
-STARTED_UNITS = (_units.TIMER, _units.PATH_UNIT)
 # Where each backend's tool (backend.Backend.tool: iptables-restore, nft) is
 # when installed (Debian, Ubuntu, EL: /usr/sbin; /sbin where /usr is not
 # merged): looked at for packages.yml.
@@ -204,7 +203,7 @@ class ActionModule(ActionBase):
         if validate_only:
             result.update(changed=False, facts=facts, masq_chain=args['masq_chain'], config=config, settings=typed,
                           timer=args['timer'], ansible_facts=dict(facts), daemon_steps=daemon_steps,
-                          units=units,
+                          units=units, resync_start=list(_units.started(values['ip_masq_resync_mode'])),
                           msg='settings valid (only validated: no node contacted)')
             return result
 
@@ -216,7 +215,11 @@ class ActionModule(ActionBase):
         audit = values['ip_masq_audit']
 
         unit_dir = values['ip_masq_unit_dir']
+        # Every unit of either resync mode (the removal looks for each), and this mode's.
         unit_paths = [unit_dir + '/' + name for name in _units.UNIT_NAMES]
+        mode = values['ip_masq_resync_mode']
+        started = _units.started(mode)
+        others = [unit_dir + '/' + name for name in _units.UNIT_NAMES if name not in _units.mode_units(mode)]
         service_path = unit_dir + '/' + _units.SERVICE
         tmpfiles = values['ip_masq_tmpfiles_dir'] + '/ip-masq-agent.conf'
         last_good = values['ip_masq_state_dir'] + '/' + _units.LAST_GOOD
@@ -235,11 +238,14 @@ class ActionModule(ActionBase):
                     xtables, writers = internal['__ip_masq_xtables_lock'], internal['__ip_masq_writers_lock']
                     files += [{'path': tmpfiles, 'content': TMPFILES.format(xtables=xtables, writers=writers)},
                               {'path': xtables, 'mode': '0600'}, {'path': writers, 'mode': '0600'}]
-                    files += [{'path': unit_dir + '/' + name, 'content': units[name]} for name in _units.UNIT_NAMES]
+                    files += [{'path': unit_dir + '/' + name, 'content': units[name]} for name in _units.mode_units(mode)]
             if present:
                 query += [path for cls in backends.writers() if cls.tool for path in tool_paths(cls)]
             if not resync_on:
                 query += resync_paths
+            elif 'files' in host.parts:
+                # The other resync mode's units: where an earlier run left them, this run switches.
+                query += others
             node['files'] = {
                 'owner': 'root', 'group': 'root', 'mode': '0644', 'files': files, 'query': query,
                 'require': [internal['__ip_masq_systemd_dir']] if resync_on and files else [],
@@ -251,7 +257,7 @@ class ActionModule(ActionBase):
             if systemctl and not check:
                 node['daemon_reload_for'] = [service_path]
             if systemctl:
-                node['units'] = list(STARTED_UNITS)
+                node['units'] = list(started)
         if present and 'chain' in host.parts:
             node['chain'] = args['masq_chain']
             if values['ip_masq_allow_catch_all']:
@@ -284,6 +290,16 @@ class ActionModule(ActionBase):
 
         files_run = ran.get('files') or {}
         found = files_run.get('existing')
+        # What goes before this mode's units start (a switch: the other mode's
+        # units), or before the files go (the removal); their names, as found
+        # before this run wrote anything. Without the files part (--tags), the
+        # timer's units, as before.
+        present_units = [name for name in _units.UNIT_NAMES if unit_dir + '/' + name in found] \
+            if found is not None else ([] if resync_on else list(_units.mode_units(None)))
+        switch = _units.leaving(mode if resync_on else None, present_units)
+        switch['remove'] = [unit_dir + '/' + name for name in switch['remove']]
+        resync_files['switch'] = switch
+        resync_files['start'] = list(started)
         steps = []
         if present:
             # Without the files part (--tags), every step that may be needed runs.
@@ -298,12 +314,12 @@ class ActionModule(ActionBase):
                 steps.append('resync_code')
             if ran.get('chain') is None:
                 steps.append('apply')
-            if resync_on and systemctl:
+            if resync_on and (systemctl or switch['remove']):
                 changed_units = set(files_run.get('changed_paths') or []) & set(unit_paths)
                 units = ran.get('units') or {}
-                idle = [n for n in STARTED_UNITS if (units.get(n) or {}).get('enabled') != 'enabled'
+                idle = [n for n in started if (units.get(n) or {}).get('enabled') != 'enabled'
                         or (units.get(n) or {}).get('active') != 'active']
-                if changed_units or idle or not units:
+                if switch['remove'] or (systemctl and (changed_units or idle or not units)):
                     steps.append('resync')
             elif not resync_on and (found is None or set(found) & set(resync_paths)):
                 steps.append('resync_absent')

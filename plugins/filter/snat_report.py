@@ -32,7 +32,8 @@ options:
         (C(playbooks/audit.yml) does), and the filter judges them. C(settings) (the role's typed settings, the
         C(settings) of the C(ipmasq.agent.ip_masq) action; C(ip_masq_state), C(ip_masq_resync_enabled) and
         C(ip_masq_resync_systemctl) are read, each boolean as the role reads one, so V(t) is true), C(timer) (the
-        result of C(systemctl is-active ip-masq-agent.timer), skipped where the resync is off or
+        result of C(systemctl is-active ip-masq-agent.timer), or of the resync's service with
+        C(ip_masq_resync_mode) V(watch) or V(auto), skipped where the resync is off or
         C(ip_masq_resync_systemctl) is false) and C(kernel) as the C(ansible.builtin.slurp) result of
         C(/proc/sys/kernel/osrelease). A key given as above wins. A result that says C(unreachable) makes the host
         unreachable (the first of C(chain), C(snat), C(kernel), C(timer) names why); a host lost at C(snat) (the first

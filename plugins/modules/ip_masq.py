@@ -133,14 +133,27 @@ facts:
   returned: always
   type: dict
 resync_files:
-  description: The resync's files on the node that the role's later steps act on; C(units), the paths of its
-    three units; C(remove), what switching the resync off removes (the units, the C(tmpfiles.d) entry, the last good
-    config and the metrics file; its code goes with P(ipmasq.agent.resync_code#module)).
+  description: The resync's files on the node that the role's later steps act on; C(units), the paths of the
+    units of either C(ip_masq_resync_mode); C(remove), what switching the resync off removes (the units, the
+    C(tmpfiles.d) entry, the last good config and the metrics file; its code goes with
+    P(ipmasq.agent.resync_code#module)); C(start), the units of this mode the role enables and starts; C(switch),
+    what goes first, of the units found on the node, on a switch between the modes or the removal (C(stop), a list of
+    C(name) and whether to C(disable) it; C(remove), the other mode's unit paths).
   returned: success, without O(validate_only)
   type: dict
+resync_start:
+  description: With O(validate_only), the resync units of C(ip_masq_resync_mode) the role enables and starts, the
+    one that keeps the resync going first (C(ip-masq-agent.timer) with V(timer), C(ip-masq-agent.service) with
+    V(watch) and V(auto)); the fleet audit asks systemd whether it is active.
+  returned: with O(validate_only)
+  type: list
+  elements: str
+  version_added: 2.0.0
 units:
   description: With O(validate_only), the resync's systemd units the role writes, rendered on the controller
-    (C(ip-masq-agent.service), C(ip-masq-agent.timer), C(ip-masq-agent.path), each name to its text).
+    (each name to its text; C(ip-masq-agent.service), C(ip-masq-agent.timer) and C(ip-masq-agent.path) with
+    C(ip_masq_resync_mode=timer), C(ip-masq-agent.service), C(ip-masq-agent.path) and
+    C(ip-masq-agent-reload.service) with V(watch) or V(auto)).
   returned: with O(validate_only), for ip_masq_state=present
   type: dict
 parts:

@@ -2,9 +2,17 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 # Private to the ipmasq.agent collection: not a public API, it may change without notice.
-"""The node-side resync's systemd units (ip-masq-agent.service, .timer and
-.path), rendered on the controller from the typed, checked role variables,
-as ``_config_file.py`` renders the config file.
+"""The node-side resync's systemd units, rendered on the controller from the
+typed, checked role variables, as ``_config_file.py`` renders the config file.
+
+Per ``ip_masq_resync_mode`` (issue 36): ``timer`` runs the resync as a
+oneshot ip-masq-agent.service from ip-masq-agent.timer (boot, then every
+interval) and ip-masq-agent.path (the config file changed); ``watch`` and
+``auto`` run ip-masq-agent.service as one long-running process (enabled;
+its own cycle every interval is the safety net, so no timer), and
+ip-masq-agent.path starts ip-masq-agent-reload.service, a oneshot that
+reloads it (``ExecReload=``: SIGHUP, a cycle at once). :func:`leaving` says
+what a switch between the modes, or the removal, stops, disables and removes.
 
 The service's ExecStart passes every option the resync takes as a flag
 (``options.RESYNC_FLAG_OPTIONS``: its flag, its role variable), so the unit
@@ -27,11 +35,48 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import op
 SERVICE = 'ip-masq-agent.service'
 TIMER = 'ip-masq-agent.timer'
 PATH_UNIT = 'ip-masq-agent.path'
-UNIT_NAMES = (SERVICE, TIMER, PATH_UNIT)
+RELOAD = 'ip-masq-agent-reload.service'
+# Every unit of either mode: what a switch and the removal look for.
+UNIT_NAMES = (SERVICE, TIMER, PATH_UNIT, RELOAD)
+# Each mode's units, and those of them it enables and starts (the units with an [Install] section).
+_UNITS = {False: (SERVICE, TIMER, PATH_UNIT), True: (SERVICE, PATH_UNIT, RELOAD)}
+_STARTED = {False: (TIMER, PATH_UNIT), True: (SERVICE, PATH_UNIT)}
+# The resync's default mode: left out of ExecStart, so that the timer's unit stays as it was.
+_DEFAULT_MODE = options.BY_NAME['resync_mode'].default
 LAST_GOOD = 'last-good-config'
 ENTRY = 'from %s import main; raise SystemExit(main())' % _resync_code.ENTRY
 # A state directory systemd can make itself (StateDirectory=): one level below /var/lib.
 STATE_DIRECTORY = re.compile(r'^/var/lib/([^/]+)$')
+
+
+def watching(mode):
+    """Whether ``mode`` (``ip_masq_resync_mode``) runs the long-running process (watch, auto)."""
+    return mode not in (None, _DEFAULT_MODE)
+
+
+def mode_units(mode):
+    """The names of the units of ``mode``."""
+    return _UNITS[watching(mode)]
+
+
+def started(mode):
+    """The units of ``mode`` that the role enables and starts (``()``: no mode, the removal)."""
+    return _STARTED[watching(mode)] if mode else ()
+
+
+def leaving(mode, present):
+    """What goes before the units of ``mode`` (None: the removal) start, of
+    the units ``present`` on the node (their names, as found before this
+    run wrote anything): ``{'stop': [{'name', 'disable'}], 'remove': [names]}``.
+    A unit is stopped where ``mode`` has no such unit, or no longer starts it
+    (the watcher, when the timer takes over), and disabled where the mode it
+    was installed for (the reload unit is there: watch) had enabled it; the
+    other mode's unit files are removed after that (disable needs them)."""
+    was = 'watch' if RELOAD in present else _DEFAULT_MODE
+    keep = mode_units(mode) if mode else ()
+    stop = [{'name': name, 'disable': name in started(was)} for name in UNIT_NAMES
+            if name in present and (name not in keep or (name in started(was) and name not in started(mode)))]
+    return {'stop': stop, 'remove': [name for name in UNIT_NAMES if name in present and name not in keep]}
 
 
 def arg(value, exec_line=True):
@@ -50,11 +95,13 @@ def option_args(values):
     """The ExecStart arguments of the table's resync flags, for the typed
     role variables ``values``: the values first (the policy's, then the
     others'), then the switches, then the lists (comma-separated, as the
-    resync reads them); a value None, the resync's own default, is left out."""
+    resync reads them); a value None, the resync's own default, is left out,
+    and so is the timer's mode (the resync's default: the timer's unit stays
+    the unit of before)."""
     values_, switches, lists = [], [], []
     for option in sorted(options.RESYNC_FLAG_OPTIONS, key=lambda o: not o.module):
-        value = values[option.role]
-        if value is None:
+        value = values.get(option.role)
+        if value is None or (option.name == 'resync_mode' and not watching(value)):
             continue
         if option.type == 'bool':
             switches.append('%s=%s' % (option.resync_flag, 'true' if value else 'false'))
@@ -82,35 +129,69 @@ def _state_dir_lines(state_dir):
     return 'ReadWritePaths=%s\n' % arg(state_dir, exec_line=False)
 
 
-def service(values, pythonpath, managed):
-    """The service unit; ``pythonpath`` is what its PYTHONPATH names (the code's install root)."""
-    chain, config = values['ip_masq_chain'], values['ip_masq_config_path']
-    metrics = values['ip_masq_metrics_dir']
-    execs = exec_args(values)
-    out = [
-        '# %s\n' % managed,
-        '# Re-applies the ip-masq-agent SNAT policy (nat chain %s) from\n' % chain,
-        '# %s; started by ip-masq-agent.timer (boot, then every\n' % config,
-        '# %s) and ip-masq-agent.path (config file changes).\n' % values['ip_masq_resync_interval'],
+def _head(values, watch):
+    """The service's opening comment and [Unit] section."""
+    chain, config, interval = values['ip_masq_chain'], values['ip_masq_config_path'], values['ip_masq_resync_interval']
+    if not watch:
+        return [
+            '# Re-applies the ip-masq-agent SNAT policy (nat chain %s) from\n' % chain,
+            '# %s; started by ip-masq-agent.timer (boot, then every\n' % config,
+            '# %s) and ip-masq-agent.path (config file changes).\n' % interval,
+            '# Writes nothing when nothing drifted; repairs are logged to the journal:\n',
+            '#   journalctl -u ip-masq-agent.service\n',
+            '[Unit]\n',
+            'Description=Apply the ip-masq-agent SNAT policy (nat chain %s)\n' % _specifiers(chain),
+            'Documentation=https://kubernetes.io/docs/tasks/administer-cluster/ip-masq-agent/\n',
+            '# The timer and the path unit must never be stopped by a start rate limit.\n',
+            'StartLimitIntervalSec=0\n',
+        ]
+    return [
+        '# Keeps the ip-masq-agent SNAT policy (nat chain %s) applied from\n' % chain,
+        '# %s (ip_masq_resync_mode: %s): one long-running process\n' % (config, values['ip_masq_resync_mode']),
+        '# that repairs as soon as netfilter announces a change, runs a cycle every\n',
+        '# %s (the safety net) and on reload (ip-masq-agent.path: the config file changed).\n' % interval,
         '# Writes nothing when nothing drifted; repairs are logged to the journal:\n',
         '#   journalctl -u ip-masq-agent.service\n',
         '[Unit]\n',
-        'Description=Apply the ip-masq-agent SNAT policy (nat chain %s)\n' % _specifiers(chain),
+        'Description=Keep the ip-masq-agent SNAT policy applied (nat chain %s)\n' % _specifiers(chain),
         'Documentation=https://kubernetes.io/docs/tasks/administer-cluster/ip-masq-agent/\n',
-        '# The timer and the path unit must never be stopped by a start rate limit.\n',
+        '# Restarted after every failure: never stopped by a start rate limit.\n',
         'StartLimitIntervalSec=0\n',
+    ]
+
+
+# The watcher's own lines: long-running, reloaded by SIGHUP (no shell:
+# systemd substitutes $MAINPID), restarted a second after a failure, and no
+# start timeout (Type=simple is started once it runs).
+_WATCH_SERVICE = ('# SIGHUP: a cycle at once (ip-masq-agent-reload.service sends it when the config file changes).\n'
+                  'ExecReload=/bin/kill -HUP $MAINPID\n'
+                  'Restart=on-failure\n'
+                  'RestartSec=1s\n')
+
+
+_STOPPED_ONESHOT = ('# A run that systemctl stop (the role\'s removal, a shutdown) ends with SIGTERM\n'
+                    '# was asked to end, not failed: without this a oneshot unit stays "failed".\n')
+_STOPPED_WATCH = ('# The watcher exits 0 on SIGTERM; one stopped before it listens (the role\'s switch\n'
+                  '# or removal, a shutdown) was asked to end, not failed either.\n')
+
+
+def service(values, pythonpath, managed):
+    """The service unit; ``pythonpath`` is what its PYTHONPATH names (the code's install root)."""
+    metrics = values['ip_masq_metrics_dir']
+    watch = watching(values.get('ip_masq_resync_mode'))
+    execs = exec_args(values)
+    out = ['# %s\n' % managed] + _head(values, watch) + [
         '\n',
         '[Service]\n',
-        'Type=oneshot\n',
+        'Type=simple\n' if watch else 'Type=oneshot\n',
         'SyslogIdentifier=ip-masq-agent\n',
         'Environment=%s "LC_ALL=C"\n' % arg('PYTHONPATH=' + pythonpath, exec_line=False),
         "# -c rather than -m: runpy's imports would cost more than the cycle's own work.\n",
         'ExecStart=%s -S -B -c "%s" \\\n' % (values['ip_masq_python'], ENTRY),
         ''.join('  %s \\\n' % line for line in execs[:-1]),
         '  %s\n' % execs[-1],
-        'TimeoutStartSec=120\n',
-        '# A run that systemctl stop (the role\'s removal, a shutdown) ends with SIGTERM\n',
-        '# was asked to end, not failed: without this a oneshot unit stays "failed".\n',
+        _WATCH_SERVICE if watch else 'TimeoutStartSec=120\n',
+        _STOPPED_WATCH if watch else _STOPPED_ONESHOT,
         'SuccessExitStatus=SIGTERM\n',
         'UMask=0077\n',
         '\n',
@@ -122,6 +203,8 @@ def service(values, pythonpath, managed):
                 '# does not exist yet is no error; the cycle then warns and writes nothing).\n',
                 'ReadWritePaths=%s\n' % arg('-' + metrics, exec_line=False)]
     out.append(SANDBOX)
+    if watch:
+        out.append('\n[Install]\nWantedBy=multi-user.target\n')
     return ''.join(out)
 
 
@@ -180,26 +263,54 @@ def timer(values, timer_value, managed):
 
 
 def path_unit(values, managed):
-    """The path unit: the service runs whenever the config file changes."""
+    """The path unit: whenever the config file changes, the service runs
+    (timer) or the reload unit tells the watcher (watch, auto)."""
     config = _specifiers(values['ip_masq_config_path'])
+    watch = watching(values.get('ip_masq_resync_mode'))
     return ('# %s\n'
             '[Unit]\n'
-            'Description=Re-apply the ip-masq-agent SNAT policy when %s changes\n'
+            'Description=%s when %s changes\n'
             '\n'
             '[Path]\n'
             '# Written, replaced, created or deleted (deleted means the upstream defaults).\n'
             'PathChanged=%s\n'
-            'Unit=ip-masq-agent.service\n'
+            'Unit=%s\n'
             '\n'
             '[Install]\n'
-            'WantedBy=paths.target\n') % (managed, config, config)
+            'WantedBy=paths.target\n') % (
+                managed, 'Reload the ip-masq-agent watcher' if watch else 'Re-apply the ip-masq-agent SNAT policy',
+                config, config, RELOAD if watch else SERVICE)
+
+
+def reload_unit(values, managed):
+    """The oneshot the path unit starts in watch and auto mode: it reloads
+    the watcher (its ExecReload=, SIGHUP: a cycle at once with the new file),
+    or starts it where it is not running. systemctl with an argv, no shell."""
+    return ('# %s\n'
+            '# Started by ip-masq-agent.path when %s changes.\n'
+            '[Unit]\n'
+            'Description=Tell the ip-masq-agent watcher that its config file changed\n'
+            'StartLimitIntervalSec=0\n'
+            '\n'
+            '[Service]\n'
+            'Type=oneshot\n'
+            'ExecStart=/bin/systemctl reload-or-restart %s\n'
+            'NoNewPrivileges=yes\n'
+            'ProtectSystem=strict\n'
+            'ProtectHome=yes\n'
+            'PrivateTmp=yes\n'
+            'RestrictAddressFamilies=AF_UNIX\n'
+            'IPAddressDeny=any\n') % (managed, _specifiers(values['ip_masq_config_path']), SERVICE)
 
 
 def units(values, timer_value, root, managed):
-    """``{unit name: text}`` of the three units for the typed role variables
-    ``values``; the service's PYTHONPATH names ``root``, this version's root
-    of the resync's code below ``ip_masq_lib_dir`` (``_resync_code.resync_root``,
-    computed once by the caller)."""
-    return {SERVICE: service(values, root, managed),
-            TIMER: timer(values, timer_value, managed),
-            PATH_UNIT: path_unit(values, managed)}
+    """``{unit name: text}`` of the units of ``ip_masq_resync_mode``
+    (:func:`mode_units`) for the typed role variables ``values``; the
+    service's PYTHONPATH names ``root``, this version's root of the resync's
+    code below ``ip_masq_lib_dir`` (``_resync_code.resync_root``, computed
+    once by the caller)."""
+    render = {SERVICE: lambda: service(values, root, managed),
+              TIMER: lambda: timer(values, timer_value, managed),
+              PATH_UNIT: lambda: path_unit(values, managed),
+              RELOAD: lambda: reload_unit(values, managed)}
+    return dict((name, render[name]()) for name in mode_units(values.get('ip_masq_resync_mode')))

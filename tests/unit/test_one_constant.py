@@ -16,8 +16,9 @@ HOMES = {
     'ip-masq-agent.service': 'plugins/plugin_utils/_units.py',
     'ip-masq-agent.timer': 'plugins/plugin_utils/_units.py',
     'ip-masq-agent.path': 'plugins/plugin_utils/_units.py',
+    'ip-masq-agent-reload.service': 'plugins/plugin_utils/_units.py',
 }
-UNITS = ('ip-masq-agent.service', 'ip-masq-agent.timer', 'ip-masq-agent.path')
+UNITS = ('ip-masq-agent.service', 'ip-masq-agent.timer', 'ip-masq-agent.path', 'ip-masq-agent-reload.service')
 
 
 def spellings(literal):
@@ -62,4 +63,4 @@ def test_no_unit_path_is_spelled_by_hand(unit):
 
 def test_the_unit_names_are_the_units():
     from ansible_collections.ipmasq.agent.plugins.plugin_utils import _units  # pylint: disable=import-outside-toplevel
-    assert _units.UNIT_NAMES == (_units.SERVICE, _units.TIMER, _units.PATH_UNIT) == UNITS
+    assert _units.UNIT_NAMES == (_units.SERVICE, _units.TIMER, _units.PATH_UNIT, _units.RELOAD) == UNITS

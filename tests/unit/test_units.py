@@ -36,11 +36,12 @@ with open(os.path.join(GOLDEN, 'cases.json'), encoding='utf-8') as _f:
 def test_the_units_are_byte_for_byte_what_the_templates_wrote(case):
     values = dict(DEFAULTS, **dict((k, v) for k, v in case.items() if k.startswith('ip_masq_')))
     got = _units.units(values, case['timer'], resync_root(values['ip_masq_lib_dir']), 'Ansible managed')
-    assert sorted(got) == sorted(_units.UNIT_NAMES)
-    # Three changes since the templates: PYTHONPATH names this version's own root below
+    # The timer's units (the default ip_masq_resync_mode; tests/unit/test_units_modes.py: the others).
+    assert sorted(got) == sorted(_units.mode_units('timer'))
+    # Two changes since the templates: PYTHONPATH names this version's own root below
     # ip_masq_lib_dir (<lib>/v/<id>, issue 34), not ip_masq_lib_dir itself.
     version_root = os.path.relpath(resync_root(values['ip_masq_lib_dir']), values['ip_masq_lib_dir'])
-    for name in _units.UNIT_NAMES:
+    for name in _units.mode_units('timer'):
         with open(os.path.join(GOLDEN, case['name'], name), encoding='utf-8') as f:
             want = f.read()
         if name == 'ip-masq-agent.service':
@@ -48,10 +49,7 @@ def test_the_units_are_byte_for_byte_what_the_templates_wrote(case):
             assert want.count('" "LC_ALL=C"\n') == 1 and want.count('._core.resync import main') == 1  # move_core: keep
             want = want.replace('" "LC_ALL=C"\n', '/%s" "LC_ALL=C"\n' % version_root)
             want = want.replace('._core.resync import main', '._core.agent.resync import main')  # move_core: keep
-            # And the resync's mode (issue 36), a flag of the table's like the interval.
-            at = want.index('  --resync-interval ')
-            at = want.index('\n', at) + 1
-            want = want[:at] + '  --mode "timer" \\\n' + want[at:]
+            # The resync's mode (issue 36) is not there: the timer's, the resync's default, is left out.
         assert got[name] == want, name
 
 
@@ -120,7 +118,9 @@ def test_each_flag_option_reaches_the_resync_as_the_module_gets_it(name):
 
 
 def test_the_unit_passes_exactly_the_table_s_flags_and_the_resync_knows_each():
-    checked = role_args(read(dict(DEFAULTS, ip_masq_metrics_dir='/srv/m', ip_masq_random_fully=True), 'h'))
+    # (The timer's mode, the default, is left out of ExecStart: watch passes every flag.)
+    checked = role_args(read(dict(DEFAULTS, ip_masq_metrics_dir='/srv/m', ip_masq_random_fully=True,
+                                  ip_masq_resync_mode='watch'), 'h'))
     service = _units.units(checked['values'], checked['timer'], resync_root(checked['values']['ip_masq_lib_dir']),
                            'm')[_units.SERVICE]
     given = [a.partition('=')[0] for a in exec_argv(service) if a.startswith('--')]
