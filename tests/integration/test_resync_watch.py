@@ -94,8 +94,9 @@ def test_a_burst_is_a_bounded_number_of_repairs_and_a_remover_loop_makes_it_back
         # A remover every 100 ms: at most LIMIT repair cycles in the window (the
         # burst's included), then it backs off and says so. (A cycle whose write
         # met the remover's may run iptables-restore twice: cycles are counted.)
-        loop = rig.remover('iptables -t nat -F POSTROUTING', 0.1, 30)
-        assert _wait(lambda: 'backing off' in rig.log(), 25), rig.log()
+        # Bounded at 90 s (a loaded machine repairs slower; the loop ends at the back-off).
+        loop = rig.remover('iptables -t nat -F POSTROUTING', 0.1, 90)
+        assert _wait(lambda: 'backing off' in rig.log(), 85), rig.log()
         loop.kill()
         loop.wait(timeout=10)
         assert _wait(lambda: rig.idle(0.5), 10)
