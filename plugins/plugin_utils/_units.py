@@ -29,7 +29,7 @@ TIMER = 'ip-masq-agent.timer'
 PATH_UNIT = 'ip-masq-agent.path'
 UNIT_NAMES = (SERVICE, TIMER, PATH_UNIT)
 LAST_GOOD = 'last-good-config'
-ENTRY = 'from %s import main; raise SystemExit(main())' % _resync_code.ENTRY
+ENTRY = 'from %s import main; raise SystemExit(main())' % _resync_code.START
 # A state directory systemd can make itself (StateDirectory=): one level below /var/lib.
 STATE_DIRECTORY = re.compile(r'^/var/lib/([^/]+)$')
 

@@ -142,7 +142,7 @@ def test_units_render_and_pass_systemd_analyze_verify(tmp_path):
     assert env == {'PYTHONPATH': _resync_code.resync_root('/usr/local/lib/ipmasq-agent'), 'LC_ALL': 'C'}
     assert argv == [
         '/usr/bin/python3', '-S', '-B', '-c',
-        'from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent.resync import main; raise SystemExit(main())',
+        'from _ipmasq_resync import main; raise SystemExit(main())',
         '--config', '/etc/ip-masq-agent/config', '--state-file', '/var/lib/ipmasq-agent/last-good-config',
         '--masq-chain', 'IP-MASQ-AGENT', '--jump-position', 'first', '--rule-format', 'docs', '--backend', 'auto',
         '--resync-interval', '1m30s', '--nomasq-all-reserved-ranges=false', '--enable-ipv6=true',

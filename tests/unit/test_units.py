@@ -37,7 +37,7 @@ def test_the_units_are_byte_for_byte_what_the_templates_wrote(case):
     values = dict(DEFAULTS, **dict((k, v) for k, v in case.items() if k.startswith('ip_masq_')))
     got = _units.units(values, case['timer'], resync_root(values['ip_masq_lib_dir']), 'Ansible managed')
     assert sorted(got) == sorted(_units.UNIT_NAMES)
-    # Two changes since the templates: PYTHONPATH names this version's own root below
+    # Changes since the templates: PYTHONPATH names this version's own root below
     # ip_masq_lib_dir (<lib>/v/<id>, issue 34), not ip_masq_lib_dir itself.
     version_root = os.path.relpath(resync_root(values['ip_masq_lib_dir']), values['ip_masq_lib_dir'])
     for name in _units.UNIT_NAMES:
@@ -48,6 +48,8 @@ def test_the_units_are_byte_for_byte_what_the_templates_wrote(case):
             assert want.count('" "LC_ALL=C"\n') == 1 and want.count('._core.resync import main') == 1  # move_core: keep
             want = want.replace('" "LC_ALL=C"\n', '/%s" "LC_ALL=C"\n' % version_root)
             want = want.replace('._core.resync import main', '._core.agent.resync import main')  # move_core: keep
+            # And the unit starts the resync from its root's one compiled file (_core/agent/boot.py).
+            want = want.replace('-c "from %s import main' % _resync_code.ENTRY, '-c "from %s import main' % _resync_code.START)
         assert got[name] == want, name
 
 

@@ -1,0 +1,153 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, ipmasq.agent contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# NOTE: private to the ipmasq.agent collection; not a public API.
+"""The resync's start: the core's code from one compiled file.
+
+Each resync cycle is a fresh python3 that imports some forty modules of the
+core; found and read one by one, each costs a dozen system calls (the
+namespace packages above ``_core`` are looked for on every path entry, each
+folder is listed, each module's ``.py`` and ``.pyc`` looked up and opened).
+The installer (``_resync_code``) copies this file to the top of a version's
+root as ``_ipmasq_resync.py`` and runs it there, with the node's own python
+(the one the unit runs), as ``python -I _ipmasq_resync.py BUILDING ROOT``:
+it compiles every module of the root's core into one file beside it
+(``BUNDLE``: the interpreter's magic number, then a marshal of
+``{module name: (its code, marshalled, is a package, file below the root)}``;
+a module's code is unmarshalled when it is imported, so what a cycle does
+not import costs it a copy of bytes, not their objects).  The unit
+runs :func:`main` (``from _ipmasq_resync import main``, the root on its
+PYTHONPATH): one read of that file, and a finder first on ``sys.meta_path``
+hands each module its compiled code, with ``__file__`` the file it was
+compiled from (``resync.hold_root`` locks it).
+
+Where the file is missing, unreadable or of another interpreter (the node's
+python3 was upgraded since), the finder is not installed and the modules are
+imported from the root's folders as before; a module the file does not hold
+is looked for there too.  Standard library only; this file runs on nodes.
+"""
+
+import marshal
+import os
+import sys
+
+BUNDLE = '_ipmasq_resync.bin'   # beside this file, at the top of a version's root
+TOP = 'ansible_collections'
+PACKAGE = 'ansible_collections.ipmasq.agent.plugins.module_utils._core'
+ENTRY = PACKAGE + '.agent.resync'
+
+
+def _magic():
+    importer = sys.modules.get('_frozen_importlib_external')
+    if importer is None:            # not CPython's own import system: ask importlib
+        import importlib.util       # pylint: disable=import-outside-toplevel  (never on CPython)
+        return importlib.util.MAGIC_NUMBER
+    return importer.MAGIC_NUMBER
+
+
+class _Loader:
+    """Runs a module's code from the table (``create_module``: the default module)."""
+
+    def __init__(self, table):
+        self.table = table
+
+    def create_module(self, spec):  # pylint: disable=unused-argument
+        return None
+
+    def exec_module(self, module):
+        exec(marshal.loads(self.table[module.__name__][0]), module.__dict__)  # pylint: disable=exec-used
+
+
+class _Finder:
+    """The modules of the table, each with the file below ``root`` it was compiled from."""
+
+    def __init__(self, table, root):
+        self.table, self.root, self.loader = table, root, _Loader(table)
+        self.spec = sys.modules['_frozen_importlib'].ModuleSpec if '_frozen_importlib' in sys.modules else None
+
+    def find_spec(self, name, path=None, target=None):  # pylint: disable=unused-argument
+        entry = self.table.get(name)
+        if entry is None or self.spec is None:
+            return None
+        origin = os.path.join(self.root, entry[2])
+        spec = self.spec(name, self.loader, origin=origin, is_package=entry[1])
+        spec.has_location = True
+        if entry[1]:
+            spec.submodule_search_locations = [os.path.dirname(origin)]
+        return spec
+
+    def invalidate_caches(self):
+        pass
+
+
+def load(root):
+    """Put the finder of the file ``BUNDLE`` in ``root`` first on
+    ``sys.meta_path``; False (and nothing done) where the file is missing,
+    unreadable or not of this interpreter."""
+    magic = _magic()
+    try:
+        with open(os.path.join(root, BUNDLE), 'rb') as handle:
+            data = handle.read()
+        if data[:len(magic)] != magic:
+            return False
+        table = marshal.loads(memoryview(data)[len(magic):])
+    except (OSError, ValueError, EOFError, TypeError):
+        return False
+    if not isinstance(table, dict):
+        return False
+    sys.meta_path.insert(0, _Finder(table, root))
+    return True
+
+
+def main():
+    """The resync's ``main()``, its modules from the file where it can be read."""
+    load(os.path.dirname(os.path.abspath(__file__)))
+    __import__(ENTRY)
+    return sys.modules[ENTRY].main()
+
+
+def table(root, named_root=None):
+    """``{module name: (code, is a package, file)}`` of every module of the
+    core below ``root`` and the packages above it (``file`` relative to the
+    root; each code compiled with its file's path below ``named_root``,
+    where the root will be, for tracebacks, and marshalled)."""
+    named_root = named_root or root
+    parts = PACKAGE.split('.')
+    out = {}
+    for depth in range(1, len(parts)):     # ansible_collections ... module_utils: empty packages
+        relative = os.path.join(*(parts[:depth] + ['__init__.py']))
+        code = compile('', os.path.join(named_root, relative), 'exec', dont_inherit=True)
+        out['.'.join(parts[:depth])] = (marshal.dumps(code), True, relative)
+    top = os.path.join(root, *parts)
+    for base, dirs, names in os.walk(top):
+        dirs[:] = sorted(d for d in dirs if d != '__pycache__')
+        for name in sorted(n for n in names if n.endswith('.py')):
+            relative = os.path.relpath(os.path.join(base, name), root)
+            module = relative[:-len('.py')].split(os.sep)
+            is_package = module[-1] == '__init__'
+            with open(os.path.join(root, relative), 'rb') as handle:
+                source = handle.read()
+            code = compile(source, os.path.join(named_root, relative), 'exec', dont_inherit=True)
+            out['.'.join(module[:-1] if is_package else module)] = (marshal.dumps(code), is_package, relative)
+    return out
+
+
+def build(root, named_root=None):
+    """Write the file ``BUNDLE`` in ``root`` (a new file, on disk before it returns)."""
+    data = _magic() + marshal.dumps(table(root, named_root))
+    fd = os.open(os.path.join(root, BUNDLE), os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, 'O_NOFOLLOW', 0), 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+        os.fchmod(fd, 0o644)
+    finally:
+        os.close(fd)
+
+
+if __name__ == '__main__':
+    # python -I _ipmasq_resync.py BUILDING [ROOT]: the installer's step.
+    build(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)
