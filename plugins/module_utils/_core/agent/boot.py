@@ -13,7 +13,8 @@ folder is listed, each module's ``.py`` and ``.pyc`` looked up and opened).
 The installer (``_resync_code``) copies this file to the top of a version's
 root as ``_ipmasq_resync.py`` and runs it there, with the node's own python
 (the one the unit runs), as ``python -I _ipmasq_resync.py BUILDING ROOT``:
-it compiles every module of the root's core into one file beside it
+it compiles every module of the root's core (as ``-OO`` would: no
+docstrings) into one file beside it
 (``BUNDLE``: the interpreter's magic number, then a marshal of
 ``{module name: (its code, marshalled, is a package, file below the root)}``;
 a module's code is unmarshalled when it is imported, so what a cycle does
@@ -37,6 +38,9 @@ BUNDLE = '_ipmasq_resync.bin'   # beside this file, at the top of a version's ro
 TOP = 'ansible_collections'
 PACKAGE = 'ansible_collections.ipmasq.agent.plugins.module_utils._core'
 ENTRY = PACKAGE + '.agent.resync'
+# Compiled as python -OO would: no docstrings to unmarshal in every cycle (the
+# core reads none, holds no assert; tests/unit/.../test_resync_code.py holds it).
+OPTIMIZE = 2
 
 
 def _magic():
@@ -111,14 +115,15 @@ def main():
 def table(root, named_root=None):
     """``{module name: (code, is a package, file)}`` of every module of the
     core below ``root`` and the packages above it (``file`` relative to the
-    root; each code compiled with its file's path below ``named_root``,
-    where the root will be, for tracebacks, and marshalled)."""
+    root; each code compiled, without docstrings, with its file's path
+    below ``named_root``, where the root will be, for tracebacks, and
+    marshalled)."""
     named_root = named_root or root
     parts = PACKAGE.split('.')
     out = {}
     for depth in range(1, len(parts)):     # ansible_collections ... module_utils: empty packages
         relative = os.path.join(*(parts[:depth] + ['__init__.py']))
-        code = compile('', os.path.join(named_root, relative), 'exec', dont_inherit=True)
+        code = compile('', os.path.join(named_root, relative), 'exec', dont_inherit=True, optimize=OPTIMIZE)
         out['.'.join(parts[:depth])] = (marshal.dumps(code), True, relative)
     top = os.path.join(root, *parts)
     for base, dirs, names in os.walk(top):
@@ -129,7 +134,7 @@ def table(root, named_root=None):
             is_package = module[-1] == '__init__'
             with open(os.path.join(root, relative), 'rb') as handle:
                 source = handle.read()
-            code = compile(source, os.path.join(named_root, relative), 'exec', dont_inherit=True)
+            code = compile(source, os.path.join(named_root, relative), 'exec', dont_inherit=True, optimize=OPTIMIZE)
             out['.'.join(module[:-1] if is_package else module)] = (marshal.dumps(code), is_package, relative)
     return out
 
