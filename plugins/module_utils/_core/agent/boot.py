@@ -15,10 +15,11 @@ root as ``_ipmasq_resync.py`` and runs it there, with the node's own python
 (the one the unit runs), as ``python -I _ipmasq_resync.py BUILDING ROOT``:
 it compiles every module of the root's core (as ``-OO`` would: no
 docstrings) into one file beside it
-(``BUNDLE``: the interpreter's magic number, then a marshal of
-``{module name: (its code, marshalled, is a package, file below the root)}``;
-a module's code is unmarshalled when it is imported, so what a cycle does
-not import costs it a copy of bytes, not their objects).  The unit
+(``BUNDLE``: the interpreter's magic number, the length of the index (4
+bytes, little-endian), the index, a marshal of ``{module name: (start, end,
+is a package, file below the root)}``, then each module's marshalled code
+from ``start`` to ``end`` after it; a module's code is unmarshalled when it
+is imported, so what a cycle does not import costs it nothing but the read).  The unit
 runs :func:`main` (``from _ipmasq_resync import main``, the root on its
 PYTHONPATH): one read of that file, and a finder first on ``sys.meta_path``
 hands each module its compiled code, with ``__file__`` the file it was
@@ -35,7 +36,6 @@ import os
 import sys
 
 BUNDLE = '_ipmasq_resync.bin'   # beside this file, at the top of a version's root
-TOP = 'ansible_collections'
 PACKAGE = 'ansible_collections.ipmasq.agent.plugins.module_utils._core'
 ENTRY = PACKAGE + '.agent.resync'
 # Compiled as python -OO would: no docstrings to unmarshal in every cycle (the
@@ -45,40 +45,41 @@ OPTIMIZE = 2
 
 def _magic():
     importer = sys.modules.get('_frozen_importlib_external')
-    if importer is None:            # not CPython's own import system: ask importlib
-        import importlib.util       # pylint: disable=import-outside-toplevel  (never on CPython)
+    if importer is None:    # not CPython's import system (never on CPython): ask importlib
+        import importlib.util  # pylint: disable=import-outside-toplevel
         return importlib.util.MAGIC_NUMBER
     return importer.MAGIC_NUMBER
 
 
 class _Loader:
-    """Runs a module's code from the table (``create_module``: the default module)."""
+    """Runs a module's code from the file (``create_module``: the default module)."""
 
-    def __init__(self, table):
-        self.table = table
+    def __init__(self, index, codes):
+        self.index, self.codes = index, codes
 
     def create_module(self, spec):  # pylint: disable=unused-argument
         return None
 
     def exec_module(self, module):
-        exec(marshal.loads(self.table[module.__name__][0]), module.__dict__)  # pylint: disable=exec-used
+        entry = self.index[module.__name__]
+        exec(marshal.loads(self.codes[entry[0]:entry[1]]), module.__dict__)  # pylint: disable=exec-used
 
 
 class _Finder:
-    """The modules of the table, each with the file below ``root`` it was compiled from."""
+    """The modules of the index, each with the file below ``root`` it was compiled from."""
 
-    def __init__(self, table, root):
-        self.table, self.root, self.loader = table, root, _Loader(table)
+    def __init__(self, index, codes, root):
+        self.index, self.root, self.loader = index, root, _Loader(index, codes)
         self.spec = sys.modules['_frozen_importlib'].ModuleSpec if '_frozen_importlib' in sys.modules else None
 
     def find_spec(self, name, path=None, target=None):  # pylint: disable=unused-argument
-        entry = self.table.get(name)
+        entry = self.index.get(name)
         if entry is None or self.spec is None:
             return None
-        origin = os.path.join(self.root, entry[2])
-        spec = self.spec(name, self.loader, origin=origin, is_package=entry[1])
+        origin = os.path.join(self.root, entry[3])
+        spec = self.spec(name, self.loader, origin=origin, is_package=entry[2])
         spec.has_location = True
-        if entry[1]:
+        if entry[2]:
             spec.submodule_search_locations = [os.path.dirname(origin)]
         return spec
 
@@ -89,19 +90,23 @@ class _Finder:
 def load(root):
     """Put the finder of the file ``BUNDLE`` in ``root`` first on
     ``sys.meta_path``; False (and nothing done) where the file is missing,
-    unreadable or not of this interpreter."""
+    unreadable, not whole or not of this interpreter."""
     magic = _magic()
+    start = len(magic) + 4
     try:
         with open(os.path.join(root, BUNDLE), 'rb') as handle:
             data = handle.read()
         if data[:len(magic)] != magic:
             return False
-        table = marshal.loads(memoryview(data)[len(magic):])
-    except (OSError, ValueError, EOFError, TypeError):
+        size = int.from_bytes(data[len(magic):start], 'little')
+        view = memoryview(data)
+        index = marshal.loads(view[start:start + size])
+        codes = view[start + size:]
+        if not isinstance(index, dict) or max(entry[1] for entry in index.values()) != len(codes):
+            return False
+    except (OSError, ValueError, EOFError, TypeError, IndexError):
         return False
-    if not isinstance(table, dict):
-        return False
-    sys.meta_path.insert(0, _Finder(table, root))
+    sys.meta_path.insert(0, _Finder(index, codes, root))
     return True
 
 
@@ -141,7 +146,15 @@ def table(root, named_root=None):
 
 def build(root, named_root=None):
     """Write the file ``BUNDLE`` in ``root`` (a new file, on disk before it returns)."""
-    data = _magic() + marshal.dumps(table(root, named_root))
+    modules = table(root, named_root)
+    index, codes, at = {}, [], 0
+    for name in sorted(modules):
+        code, is_package, relative = modules[name]
+        index[name] = (at, at + len(code), is_package, relative)
+        codes.append(code)
+        at += len(code)
+    head = marshal.dumps(index)
+    data = _magic() + len(head).to_bytes(4, 'little') + head + b''.join(codes)
     fd = os.open(os.path.join(root, BUNDLE), os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, 'O_NOFOLLOW', 0), 0o644)
     try:
         view = memoryview(data)

@@ -378,11 +378,11 @@ def test_the_root_holds_the_units_start_and_the_core_compiled_in_one_file(tmp_pa
         assert path.startswith(os.path.join(root, CORE) + '/') and os.path.isfile(path), (name, path)
 
 
-@pytest.mark.parametrize('damage', ['missing', 'another python', 'not a table'])
+@pytest.mark.parametrize('damage', ['missing', 'another python', 'cut short', 'not an index'])
 def test_without_its_one_file_the_start_imports_the_core_from_the_folders(tmp_path, sources, damage):
     """The one file missing, of another interpreter (the node's python3 was
-    upgraded since) or not the table: the start runs the resync from the
-    root's folders, as before."""
+    upgraded since), not whole or without its index: the start runs the
+    resync from the root's folders, as before."""
     import marshal  # pylint: disable=import-outside-toplevel
     lib = str(tmp_path / 'lib')
     _resync_code.install(lib, sources, make_run(), '/usr/bin/python3')
@@ -394,9 +394,13 @@ def test_without_its_one_file_the_start_imports_the_core_from_the_folders(tmp_pa
     if damage == 'another python':
         with open(bundle, 'wb') as handle:
             handle.write(b'\x00\x00\r\n' + data[4:])
-    elif damage == 'not a table':
+    elif damage == 'cut short':
         with open(bundle, 'wb') as handle:
-            handle.write(data[:4] + marshal.dumps(['not', 'a', 'table']))
+            handle.write(data[:-1])
+    elif damage == 'not an index':
+        head = marshal.dumps(['not', 'an', 'index'])
+        with open(bundle, 'wb') as handle:
+            handle.write(data[:4] + len(head).to_bytes(4, 'little') + head)
     loaded = loaders(root)
     assert _resync_code.ENTRY in loaded
     assert {loader for loader, _path in loaded.values()} == {'SourceFileLoader'}, loaded
