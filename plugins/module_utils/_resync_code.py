@@ -290,7 +290,7 @@ def _build(root, sources, run, python):
         start = os.path.join(building, START + '.py')
         _write_file(start, sources[BOOT_FILE])
         _compile(run, [python, '-m', 'compileall', '-q', package, start], python)
-        _compile(run, [python, '-I', start, building, root], python)
+        _compile(run, boot.build_argv(python, start, building, root), python)
         for base, _dirs, _names in os.walk(building):
             _sync_dir(base)
         os.rename(building, root)

@@ -12,9 +12,10 @@ namespace packages above ``_core`` are looked for on every path entry, each
 folder is listed, each module's ``.py`` and ``.pyc`` looked up and opened).
 The installer (``_resync_code``) copies this file to the top of a version's
 root as ``_ipmasq_resync.py`` and runs it there, with the node's own python
-(the one the unit runs), as ``python -I _ipmasq_resync.py BUILDING ROOT``:
-it compiles every module of the root's core (as ``-OO`` would: no
-docstrings) into one file beside it
+(the one the unit runs), as :func:`build_argv` says: it compiles every
+module of the root's core (as ``-OO`` would: no docstrings; without the
+columns of each instruction, which only a traceback's carets use) into one
+file beside it
 (``BUNDLE``: the interpreter's magic number, the length of the index (4
 bytes, little-endian), the index, a marshal of ``{module name: (start, end,
 is a package, file below the root)}``, then each module's marshalled code
@@ -144,6 +145,14 @@ def table(root, named_root=None):
     return out
 
 
+def build_argv(python, start, building, root):
+    """How the installer runs this file (``start``, copied into the root
+    ``building`` that will be ``root``) with ``python`` to write ``BUNDLE``:
+    ``-X no_debug_ranges`` leaves the columns out of the code (a third less
+    to unmarshal on Python 3.11 and later; earlier ones ignore it)."""
+    return [python, '-I', '-X', 'no_debug_ranges', start, building, root]
+
+
 def build(root, named_root=None):
     """Write the file ``BUNDLE`` in ``root`` (a new file, on disk before it returns)."""
     modules = table(root, named_root)
@@ -167,5 +176,5 @@ def build(root, named_root=None):
 
 
 if __name__ == '__main__':
-    # python -I _ipmasq_resync.py BUILDING [ROOT]: the installer's step.
+    # The installer's step (build_argv).
     build(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)
