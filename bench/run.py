@@ -45,6 +45,8 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backen
 )  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import COMMENTS, Policy  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.runner import make_run  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent.boot import BUNDLE  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.ipmasq.agent.plugins.plugin_utils._units import ENTRY  # noqa: E402  pylint: disable=wrong-import-position
 
 FULL_SIZES = (3, 100, 1000, 5000)
 QUICK_SIZES = (3, 100)
@@ -314,18 +316,24 @@ def _resync_lib(workdir, compiled, source=None):
             if compiled:
                 netlab.run([benchlib.NODE_PYTHON, '-m', 'compileall', '-q', lib])
         if not compiled:
-            for dirpath, dirs, _names in os.walk(lib):
+            for dirpath, dirs, names in os.walk(lib):
                 if '__pycache__' in dirs:
                     shutil.rmtree(os.path.join(dirpath, '__pycache__'))
+                if BUNDLE in names:     # the core's code compiled in one file (the installer's): none either
+                    os.unlink(os.path.join(dirpath, BUNDLE))
     if layout == '_core' and source is None:
         return _resync_code.resync_root(lib), layout     # the root the unit's PYTHONPATH names
     return lib, layout
 
 
-def resync_argv(layout, lib):
-    """How each version's role starts a cycle: ``-c`` for the core package (the
-    unit in roles/ip_masq/templates; the resync module by its name in the core
-    installed in ``lib``), ``-m`` for the single-file layout before it."""
+def resync_argv(layout, lib, this=False):
+    """How each version's role starts a cycle: this tree's as its unit does
+    (``-c`` with plugin_utils/_units.py's entry: the core's code from the one
+    file the installer compiled), ``-c`` for an earlier core package (the
+    resync module by its name in the core installed in ``lib``), ``-m`` for
+    the single-file layout before it."""
+    if this:
+        return [benchlib.NODE_PYTHON, '-S', '-B', '-c', ENTRY]
     if layout == '_core':
         utils = os.path.join(lib, 'ansible_collections', 'ipmasq', 'agent', 'plugins', 'module_utils')
         return [benchlib.NODE_PYTHON, '-S', '-B', '-c', 'from %s import main; raise SystemExit(main())'
@@ -350,14 +358,15 @@ def resync_variants(workdir, cidrs, size, env, baseline=None):
         state = os.path.join(workdir, 'last-good-config-%s' % os.path.basename(lib))
         variants.append({'name': name, 'drift': not compiled, 'state_file': state,
                          'env': dict(env, PYTHONPATH=lib),
-                         'argv': resync_argv(layout, lib) + ['--config', config, '--state-file', state,
-                                                             '--log-format', 'plain']})
-    return variants, ('`python3 -S -B -c \'from ..._core.agent.resync import main; ...\' --config FILE --state-file FILE` as '
+                         'argv': resync_argv(layout, lib, this=source is None)
+                         + ['--config', config, '--state-file', state, '--log-format', 'plain']})
+    return variants, ('`python3 -S -B -c \'%s\' --config FILE --state-file FILE` as '
                       'the role\'s unit runs it '
                       '(YAML config as the role writes it; "ours" = the core package installed by the resync_code '
-                      'installer without .pyc, so compiled by every cycle; "ours, .pyc" = byte-compiled, as the role '
-                      'installs it%s)' % ('; "before" = revision %s installed the way its role installed it'
-                                          % baseline[1] if baseline else ''))
+                      'installer without .pyc and without its one compiled file, so compiled by every cycle; '
+                      '"ours, .pyc" = byte-compiled, as the role installs it%s)'
+                      % (ENTRY, '; "before" = revision %s installed the way its role installed it' % baseline[1]
+                         if baseline else ''))
 
 
 def _shim_dir(workdir, backend):

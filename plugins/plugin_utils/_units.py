@@ -44,7 +44,7 @@ _STARTED = {False: (TIMER, PATH_UNIT), True: (SERVICE, PATH_UNIT)}
 # The resync's default mode: left out of ExecStart, so that the timer's unit stays as it was.
 _DEFAULT_MODE = options.BY_NAME['resync_mode'].default
 LAST_GOOD = 'last-good-config'
-ENTRY = 'from %s import main; raise SystemExit(main())' % _resync_code.ENTRY
+ENTRY = 'from %s import main; raise SystemExit(main())' % _resync_code.START
 # A state directory systemd can make itself (StateDirectory=): one level below /var/lib.
 STATE_DIRECTORY = re.compile(r'^/var/lib/([^/]+)$')
 

@@ -14,14 +14,13 @@ import stat
 import pytest
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import resync_root
+from ansible_collections.ipmasq.agent.plugins.plugin_utils._units import ENTRY  # as the unit starts it
 from ipmasq_lab import netlab, policy_view
 from ipmasq_lab.policy_view import CHAIN, FOREIGN, JUMP, chain_lines, ours
 from test_resync_units import install_core
 
 ROOT = netlab.ROOT
 PYTHON = '/usr/bin/python3'
-# As the role's unit starts it (plugins/plugin_utils/_units.py renders it).
-ENTRY = 'from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent.resync import main; raise SystemExit(main())'
 TOOLS = ('iptables-save', 'iptables-restore', 'ip6tables-save', 'ip6tables-restore')
 LINK_LOCAL = '169.254.0.0/16'
 DEFAULTS = [LINK_LOCAL, '10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16']

@@ -67,3 +67,33 @@ def test_a_cycle_on_an_nftables_node_loads_them_and_stays_in_sync(make_node, tmp
     assert code == 0 and err == '', err
     assert agent.restores() == writes
     assert [m for m in NFT_INTERNALS if m in modules] == list(NFT_INTERNALS)
+
+
+def opened_below(agent, trace):
+    """The files and folders of the installed code a no-drift cycle, as the
+    unit runs it, looked up, opened or listed (``strace`` of the cycle's
+    python3), and its exit code."""
+    code = os.path.join(resync_root(agent.lib), 'ansible_collections')
+    env = {'PATH': os.pathsep.join([agent.shim, agent.node.backend.path_dir, '/usr/sbin', '/usr/bin', '/sbin', '/bin']),
+           'PYTHONPATH': resync_root(agent.lib)}
+    argv = ['strace', '-qq', '-e', 'trace=open,openat,stat,lstat,newfstatat,statx,access', '-o', str(trace),
+            PYTHON, '-S', '-B', '-c', ENTRY, '--config', agent.config, '--state-file', agent.state,
+            '--backend', 'iptables', '--log-format', 'plain']
+    proc = agent.node.ns.exec(argv, check=False, env=env, timeout=120)
+    with open(str(trace)) as handle:
+        paths = [line.split('"')[1] for line in handle if '"' in line]
+    return proc.returncode, sorted(set(p[len(code) + 1:] for p in paths if p.startswith(code + '/')))
+
+
+def test_a_cycle_reads_the_core_from_one_file(make_node, tmp_path):
+    """The unit's entry loads the core's modules from the version's one
+    compiled file (``_core/agent/boot.py``): not one ``.py`` or ``.pyc`` of
+    the core looked up or opened, nor a folder listed; only ``resync.py``
+    is opened, for the shared lock that keeps its root (hold_root)."""
+    node = make_node('iptables-nft')
+    agent = Agent(node, tmp_path)
+    agent.write(SEED_001)
+    assert loaded(agent, 'iptables')[0] == 0
+    code, touched = opened_below(agent, tmp_path / 'trace')
+    assert code == 0
+    assert touched == ['ipmasq/agent/plugins/module_utils/_core/agent/resync.py'], touched

@@ -142,7 +142,7 @@ def test_units_render_and_pass_systemd_analyze_verify(tmp_path):
     assert env == {'PYTHONPATH': _resync_code.resync_root('/usr/local/lib/ipmasq-agent'), 'LC_ALL': 'C'}
     assert argv == [
         '/usr/bin/python3', '-S', '-B', '-c',
-        'from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent.resync import main; raise SystemExit(main())',
+        'from _ipmasq_resync import main; raise SystemExit(main())',
         '--config', '/etc/ip-masq-agent/config', '--state-file', '/var/lib/ipmasq-agent/last-good-config',
         '--masq-chain', 'IP-MASQ-AGENT', '--jump-position', 'first', '--rule-format', 'docs', '--backend', 'auto',
         '--resync-interval', '1m30s', '--nomasq-all-reserved-ranges=false', '--enable-ipv6=true',
@@ -318,6 +318,38 @@ def test_the_flat_tree_of_1_1_goes_on_the_run_after_the_unit_names_the_new_root(
     assert runs[1]['resync_code']['msg'].endswith('1 earlier version removed (%s/ansible_collections/ipmasq/agent)' % lib)
     assert runs[2]['changed'] is False, runs[2]
     assert os.listdir(lib) == ['v'] and os.listdir(os.path.join(lib, 'v')) == [os.path.basename(root)]
+
+
+def test_a_root_of_folders_goes_on_the_run_after_the_unit_starts_the_one_file(tmp_path, node_ns):
+    """Upgrading a node whose root is the version before's (the core's
+    folders and .pyc, nothing at the root's top; systemctl off): the first
+    run installs this version's root, with the unit's start and the core
+    compiled into one file, and writes the unit that starts it; the run after
+    it removes the old root whole, then nothing changes."""
+    values = role_vars(tmp_path)
+    lib = values['ip_masq_lib_dir']
+    sources = _resync_code.package_sources()
+    earlier = dict(sources, **{'engine/sync.py': sources['engine/sync.py'] + b'# the version before\n'})
+    earlier.pop('agent/boot.py', None)
+    old = os.path.join(lib, 'v', _resync_code.version_id(earlier))
+    for name, data in earlier.items():
+        os.makedirs(os.path.dirname(os.path.join(old, PKG, name)), exist_ok=True)
+        with open(os.path.join(old, PKG, name), 'wb') as handle:
+            handle.write(data)
+    subprocess.run(['/usr/bin/python3', '-m', 'compileall', '-q', old], check=True, timeout=120)
+    runs = []
+    for _run in range(3):
+        rc, tasks = playbook(ROLE_PLAYBOOK, dict(values), ns=node_ns)
+        assert rc == 0, failed(tasks)
+        runs.append([res for name, res in tasks if name.endswith(NODE_TASK)][0])
+    root = _resync_code.resync_root(lib)
+    assert runs[0]['resync_code']['changed'] and runs[0]['resync_code']['removed_roots'] == [], runs[0]
+    assert runs[1]['resync_code']['removed_roots'] == [old], runs[1]
+    assert runs[2]['changed'] is False, runs[2]
+    assert os.listdir(os.path.join(lib, 'v')) == [os.path.basename(root)]
+    assert {'_ipmasq_resync.py', '_ipmasq_resync.bin'} <= set(os.listdir(root))
+    with open(os.path.join(tmp_path, 'etc/systemd/system/ip-masq-agent.service')) as handle:
+        assert '-c "from _ipmasq_resync import main; raise SystemExit(main())"' in handle.read()
 
 
 def test_switching_off_keeps_a_lib_dir_that_holds_other_files(tmp_path, node_ns):

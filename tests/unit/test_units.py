@@ -38,7 +38,7 @@ def test_the_units_are_byte_for_byte_what_the_templates_wrote(case):
     got = _units.units(values, case['timer'], resync_root(values['ip_masq_lib_dir']), 'Ansible managed')
     # The timer's units (the default ip_masq_resync_mode; tests/unit/test_units_modes.py: the others).
     assert sorted(got) == sorted(_units.mode_units('timer'))
-    # Two changes since the templates: PYTHONPATH names this version's own root below
+    # Changes since the templates: PYTHONPATH names this version's own root below
     # ip_masq_lib_dir (<lib>/v/<id>, issue 34), not ip_masq_lib_dir itself.
     version_root = os.path.relpath(resync_root(values['ip_masq_lib_dir']), values['ip_masq_lib_dir'])
     for name in _units.mode_units('timer'):
@@ -49,6 +49,8 @@ def test_the_units_are_byte_for_byte_what_the_templates_wrote(case):
             assert want.count('" "LC_ALL=C"\n') == 1 and want.count('._core.resync import main') == 1  # move_core: keep
             want = want.replace('" "LC_ALL=C"\n', '/%s" "LC_ALL=C"\n' % version_root)
             want = want.replace('._core.resync import main', '._core.agent.resync import main')  # move_core: keep
+            # The unit starts the resync from its root's one compiled file (_core/agent/boot.py).
+            want = want.replace('-c "from %s import main' % _resync_code.ENTRY, '-c "from %s import main' % _resync_code.START)
             # The resync's mode (issue 36) is not there: the timer's, the resync's default, is left out.
         assert got[name] == want, name
 

@@ -15,12 +15,14 @@ The role installs the collection's core package (this folder) under
 starts at boot and every resync interval and a path unit starts whenever the
 config file changes::
 
-    PYTHONPATH=/usr/local/lib/ipmasq-agent python3 -S -B -c \\
-        'from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent.resync import main; raise SystemExit(main())' \\
+    PYTHONPATH=/usr/local/lib/ipmasq-agent/v/<id> python3 -S -B -c \\
+        'from _ipmasq_resync import main; raise SystemExit(main())' \\
         --config /etc/ip-masq-agent/config --enable-ipv6
 
-(``-c`` rather than ``-m``: runpy's own imports cost more than a no-drift
-cycle's work.  A cycle imports nothing it does not use: no ``re``, no
+(``_ipmasq_resync`` is ``boot.py``: it loads this module and the core's
+others from the root's one compiled file, and runs :func:`main`.  ``-c``
+rather than ``-m``: runpy's own imports cost more than a no-drift cycle's
+work.  A cycle imports nothing it does not use: no ``re``, no
 ``subprocess``, and ``ipaddress`` only for a list that is not plain IPv4.)
 
 One cycle reads the config file as the upstream agent does (a missing file

@@ -327,3 +327,176 @@ def test_the_node_run_refuses_code_whose_root_is_not_the_one_the_controller_name
     assert os.listdir(str(tmp_path)) == []
     assert ip_masq_node.code_part({'path': lib, 'python': sys.executable, 'root': _resync_code.resync_root(lib)},
                                   False, make_run())[2] == _resync_code.resync_root(lib)
+
+
+# ------------------------------------------------ the core compiled in one file (the unit's start)
+
+# The unit's start, then, for each of the core's modules the process loaded, its loader and file.
+LOADERS = ('from _ipmasq_resync import main; import sys\ntry:\n    code = main()\nexcept SystemExit as e:\n    code = e.code\n'
+           'print("\\n".join("%s %s %s" % (n, type(m.__loader__).__name__, m.__file__) for n, m in sorted(sys.modules.items()) '
+           'if n.startswith("ansible_collections.ipmasq.agent.plugins.module_utils._core"))); raise SystemExit(code)')
+# The start of the units of the versions before the one file (and of a root without it).
+FOLDERS_ENTRY = 'from %s import main; raise SystemExit(main())' % _resync_code.ENTRY
+
+
+def start(root, code, *argv):
+    """``python3 -S -B -c code argv`` as the unit runs it from ``root``: (exit code, stdout, stderr)."""
+    proc = subprocess.run(['/usr/bin/python3', '-S', '-B', '-c', code] + list(argv), capture_output=True, text=True,
+                          env={'PYTHONPATH': root, 'PATH': '/usr/bin:/bin'}, timeout=60, check=False)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def loaders(root):
+    """``{module: (loader's class, file)}`` of the core's modules a run of ``--help`` from ``root`` loaded."""
+    rc, out, err = start(root, LOADERS, '--help')
+    assert rc == 0, err
+    lines = [line.split(' ') for line in out.splitlines() if line.startswith('ansible_collections.')]
+    return {name: (loader, path) for name, loader, path in lines}
+
+
+def test_the_root_holds_the_units_start_and_the_core_compiled_in_one_file(tmp_path, sources):
+    """At the root's top: boot.py as the unit's start (byte-compiled) and the
+    core's modules compiled by the node's python into one file; the unit's
+    start loads every module of the core from it, each module's file the
+    one below the root it was compiled from."""
+    from ansible_collections.ipmasq.agent.plugins.plugin_utils._units import ENTRY  # pylint: disable=import-outside-toplevel
+    lib = str(tmp_path / 'lib')
+    _resync_code.install(lib, sources, make_run(), '/usr/bin/python3')
+    root = root_of(lib, sources)
+    assert 'agent/boot.py' in sources
+    assert sorted(os.listdir(root)) == ['__pycache__', '_ipmasq_resync.bin', '_ipmasq_resync.py', 'ansible_collections']
+    with open(os.path.join(root, '_ipmasq_resync.py'), 'rb') as handle:
+        assert handle.read() == sources['agent/boot.py']
+    assert [n.split('.')[0] for n in os.listdir(os.path.join(root, '__pycache__'))] == ['_ipmasq_resync']
+    assert ENTRY == 'from _ipmasq_resync import main; raise SystemExit(main())'
+    rc, out, err = start(root, ENTRY, '--help')
+    assert rc == 0 and out.startswith('usage: ip-masq-agent') and err == '', err
+    loaded = loaders(root)
+    assert len(loaded) > 20 and _resync_code.ENTRY in loaded
+    assert {loader for loader, _path in loaded.values()} == {'_Loader'}, loaded
+    for name, (_loader, path) in loaded.items():
+        assert path.startswith(os.path.join(root, CORE) + '/') and os.path.isfile(path), (name, path)
+
+
+@pytest.mark.parametrize('damage', ['missing', 'another python', 'cut short', 'not an index'])
+def test_without_its_one_file_the_start_imports_the_core_from_the_folders(tmp_path, sources, damage):
+    """The one file missing, of another interpreter (the node's python3 was
+    upgraded since), not whole or without its index: the start runs the
+    resync from the root's folders, as before."""
+    import marshal  # pylint: disable=import-outside-toplevel
+    lib = str(tmp_path / 'lib')
+    _resync_code.install(lib, sources, make_run(), '/usr/bin/python3')
+    root = root_of(lib, sources)
+    bundle = os.path.join(root, '_ipmasq_resync.bin')
+    with open(bundle, 'rb') as handle:
+        data = handle.read()
+    os.unlink(bundle)
+    if damage == 'another python':
+        with open(bundle, 'wb') as handle:
+            handle.write(b'\x00\x00\r\n' + data[4:])
+    elif damage == 'cut short':
+        with open(bundle, 'wb') as handle:
+            handle.write(data[:-1])
+    elif damage == 'not an index':
+        head = marshal.dumps(['not', 'an', 'index'])
+        with open(bundle, 'wb') as handle:
+            handle.write(data[:4] + len(head).to_bytes(4, 'little') + head)
+    loaded = loaders(root)
+    assert _resync_code.ENTRY in loaded
+    assert {loader for loader, _path in loaded.values()} == {'SourceFileLoader'}, loaded
+    assert all(path.startswith(os.path.join(root, CORE) + '/') for _loader, path in loaded.values())
+
+
+START_HOLD = HOLD.replace('import sys; ', 'import sys, os, _ipmasq_resync as boot; '
+                          'boot.load(os.path.dirname(boot.__file__)); ')
+
+
+def test_a_resync_in_flight_from_the_one_file_holds_its_root(tmp_path, sources):
+    """A resync started from the one file holds the lock of its root's
+    resync.py: the sweep keeps that root while it runs (a module it imports
+    later still comes from it), removes it once it ended."""
+    lib = str(tmp_path / 'lib')
+    old = dict(sources, **{'engine/sync.py': sources['engine/sync.py'] + b'# old\n'})
+    _resync_code.install(lib, old, make_run(), '/usr/bin/python3')
+    proc = in_flight(root_of(lib, old), START_HOLD)
+    try:
+        _resync_code.install(lib, sources, make_run(), '/usr/bin/python3')
+        assert _resync_code.sweep(lib, root_of(lib, sources), wait=0.3) == []
+        assert os.path.isdir(root_of(lib, old))
+    finally:
+        rc, out, err = finish(proc)
+    assert rc == 0, err
+    assert out.strip() == os.path.join(root_of(lib, old), CORE, 'agent/metrics.py')
+    assert _resync_code.sweep(lib, root_of(lib, sources)) == [root_of(lib, old)]
+
+
+def folders_root(lib, sources):
+    """A root as the versions before the one file installed it: the package and its .pyc, nothing at the top."""
+    root = root_of(lib, sources)
+    for name, data in sources.items():
+        path = os.path.join(root, CORE, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, 'wb') as handle:
+            handle.write(data)
+    subprocess.run(['/usr/bin/python3', '-m', 'compileall', '-q', root], check=True, timeout=120)
+    return root
+
+
+def test_from_a_folders_root_to_the_one_file_and_back(tmp_path, sources):
+    """Upgrading from a root of folders (the version before) installs this
+    version's root beside it and the sweep removes the old one whole; going
+    back (the earlier version installs its root of folders again) the sweep
+    removes this version's root whole, its one file with it; each root runs
+    with its own unit's start, and nothing else is left."""
+    lib = str(tmp_path / 'lib')
+    earlier = dict(sources, **{'engine/sync.py': sources['engine/sync.py'] + b'# earlier\n'})
+    earlier.pop('agent/boot.py')
+    old = folders_root(lib, earlier)
+    assert start(old, FOLDERS_ENTRY, '--help')[0] == 0
+    _resync_code.install(lib, sources, make_run(), '/usr/bin/python3')
+    new = root_of(lib, sources)
+    assert _resync_code.sweep(lib, new) == [old]
+    assert os.listdir(os.path.join(lib, 'v')) == [os.path.basename(new)]
+    assert {loader for loader, _path in loaders(new).values()} == {'_Loader'}
+    # ... and back.
+    old = folders_root(lib, earlier)
+    assert _resync_code.sweep(lib, old) == [new]
+    assert os.listdir(os.path.join(lib, 'v')) == [os.path.basename(old)]
+    rc, out, err = start(old, FOLDERS_ENTRY, '--help')
+    assert rc == 0 and out.startswith('usage: ip-masq-agent'), err
+
+
+def test_the_one_file_holds_no_docstrings_and_the_core_needs_none(tmp_path, sources):
+    """The one file's code is compiled as ``python -OO`` would (no docstrings
+    to unmarshal in every cycle, some 0.8 ms of CPU): so no module of the core
+    may read a docstring, hold an ``assert`` or ask ``__debug__``, which would
+    then behave otherwise from the one file than from the folders."""
+    import ast  # pylint: disable=import-outside-toplevel
+    for name, data in sources.items():
+        for node in ast.walk(ast.parse(data, name)):
+            assert not isinstance(node, ast.Assert), (name, node.lineno)
+            assert getattr(node, 'id', getattr(node, 'attr', None)) not in ('__doc__', '__debug__'), (name, node.lineno)
+    lib = str(tmp_path / 'lib')
+    _resync_code.install(lib, sources, make_run(), '/usr/bin/python3')
+    code = ('import _ipmasq_resync as b, os, sys; b.load(os.path.dirname(b.__file__)); '
+            'from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import resync; '
+            'from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import policy; '
+            'print(resync.__doc__, policy.Policy.__doc__, resync.main.__doc__)')
+    rc, out, err = start(root_of(lib, sources), code)
+    assert rc == 0 and out.split() == ['None', 'None', 'None'], (out, err)
+
+
+def test_the_one_file_holds_no_column_positions(tmp_path, sources):
+    """Nor the columns of each instruction (``-X no_debug_ranges``: a
+    traceback has no carets, its line numbers stay): a third less to
+    unmarshal per cycle on Python 3.11 and later."""
+    lib = str(tmp_path / 'lib')
+    _resync_code.install(lib, sources, make_run(), '/usr/bin/python3')
+    code = ('import _ipmasq_resync as b, os, sys; b.load(os.path.dirname(b.__file__)); '
+            'from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import resync; '
+            'positions = getattr(resync.main.__code__, "co_positions", None); '
+            'print(sys.version_info >= (3, 11), len(set(p[2] for p in positions()) - {None}) if positions else None, '
+            'resync.main.__code__.co_firstlineno > 1)')
+    rc, out, err = start(root_of(lib, sources), code)
+    assert rc == 0, err
+    assert out.split() in (['True', '0', 'True'], ['False', 'None', 'True']), out

@@ -1,0 +1,180 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, ipmasq.agent contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# NOTE: private to the ipmasq.agent collection; not a public API.
+"""The resync's start: the core's code from one compiled file.
+
+Each resync cycle is a fresh python3 that imports some forty modules of the
+core; found and read one by one, each costs a dozen system calls (the
+namespace packages above ``_core`` are looked for on every path entry, each
+folder is listed, each module's ``.py`` and ``.pyc`` looked up and opened).
+The installer (``_resync_code``) copies this file to the top of a version's
+root as ``_ipmasq_resync.py`` and runs it there, with the node's own python
+(the one the unit runs), as :func:`build_argv` says: it compiles every
+module of the root's core (as ``-OO`` would: no docstrings; without the
+columns of each instruction, which only a traceback's carets use) into one
+file beside it
+(``BUNDLE``: the interpreter's magic number, the length of the index (4
+bytes, little-endian), the index, a marshal of ``{module name: (start, end,
+is a package, file below the root)}``, then each module's marshalled code
+from ``start`` to ``end`` after it; a module's code is unmarshalled when it
+is imported, so what a cycle does not import costs it nothing but the read).  The unit
+runs :func:`main` (``from _ipmasq_resync import main``, the root on its
+PYTHONPATH): one read of that file, and a finder first on ``sys.meta_path``
+hands each module its compiled code, with ``__file__`` the file it was
+compiled from (``resync.hold_root`` locks it).
+
+Where the file is missing, unreadable or of another interpreter (the node's
+python3 was upgraded since), the finder is not installed and the modules are
+imported from the root's folders as before; a module the file does not hold
+is looked for there too.  Standard library only; this file runs on nodes.
+"""
+
+import marshal
+import os
+import sys
+
+BUNDLE = '_ipmasq_resync.bin'   # beside this file, at the top of a version's root
+PACKAGE = 'ansible_collections.ipmasq.agent.plugins.module_utils._core'
+ENTRY = PACKAGE + '.agent.resync'
+# Compiled as python -OO would: no docstrings to unmarshal in every cycle (the
+# core reads none, holds no assert; tests/unit/.../test_resync_code.py holds it).
+OPTIMIZE = 2
+
+
+def _magic():
+    importer = sys.modules.get('_frozen_importlib_external')
+    if importer is None:    # not CPython's import system (never on CPython): ask importlib
+        import importlib.util  # pylint: disable=import-outside-toplevel
+        return importlib.util.MAGIC_NUMBER
+    return importer.MAGIC_NUMBER
+
+
+class _Loader:
+    """Runs a module's code from the file (``create_module``: the default module)."""
+
+    def __init__(self, index, codes):
+        self.index, self.codes = index, codes
+
+    def create_module(self, spec):  # pylint: disable=unused-argument
+        return None
+
+    def exec_module(self, module):
+        entry = self.index[module.__name__]
+        exec(marshal.loads(self.codes[entry[0]:entry[1]]), module.__dict__)  # pylint: disable=exec-used
+
+
+class _Finder:
+    """The modules of the index, each with the file below ``root`` it was compiled from."""
+
+    def __init__(self, index, codes, root):
+        self.index, self.root, self.loader = index, root, _Loader(index, codes)
+        self.spec = sys.modules['_frozen_importlib'].ModuleSpec if '_frozen_importlib' in sys.modules else None
+
+    def find_spec(self, name, path=None, target=None):  # pylint: disable=unused-argument
+        entry = self.index.get(name)
+        if entry is None or self.spec is None:
+            return None
+        origin = os.path.join(self.root, entry[3])
+        spec = self.spec(name, self.loader, origin=origin, is_package=entry[2])
+        spec.has_location = True
+        if entry[2]:
+            spec.submodule_search_locations = [os.path.dirname(origin)]
+        return spec
+
+    def invalidate_caches(self):
+        pass
+
+
+def load(root):
+    """Put the finder of the file ``BUNDLE`` in ``root`` first on
+    ``sys.meta_path``; False (and nothing done) where the file is missing,
+    unreadable, not whole or not of this interpreter."""
+    magic = _magic()
+    start = len(magic) + 4
+    try:
+        with open(os.path.join(root, BUNDLE), 'rb') as handle:
+            data = handle.read()
+        if data[:len(magic)] != magic:
+            return False
+        size = int.from_bytes(data[len(magic):start], 'little')
+        view = memoryview(data)
+        index = marshal.loads(view[start:start + size])
+        codes = view[start + size:]
+        if not isinstance(index, dict) or max(entry[1] for entry in index.values()) != len(codes):
+            return False
+    except (OSError, ValueError, EOFError, TypeError, IndexError):
+        return False
+    sys.meta_path.insert(0, _Finder(index, codes, root))
+    return True
+
+
+def main():
+    """The resync's ``main()``, its modules from the file where it can be read."""
+    load(os.path.dirname(os.path.abspath(__file__)))
+    __import__(ENTRY)
+    return sys.modules[ENTRY].main()
+
+
+def table(root, named_root=None):
+    """``{module name: (code, is a package, file)}`` of every module of the
+    core below ``root`` and the packages above it (``file`` relative to the
+    root; each code compiled, without docstrings, with its file's path
+    below ``named_root``, where the root will be, for tracebacks, and
+    marshalled)."""
+    named_root = named_root or root
+    parts = PACKAGE.split('.')
+    out = {}
+    for depth in range(1, len(parts)):     # ansible_collections ... module_utils: empty packages
+        relative = os.path.join(*(parts[:depth] + ['__init__.py']))
+        code = compile('', os.path.join(named_root, relative), 'exec', dont_inherit=True, optimize=OPTIMIZE)
+        out['.'.join(parts[:depth])] = (marshal.dumps(code), True, relative)
+    top = os.path.join(root, *parts)
+    for base, dirs, names in os.walk(top):
+        dirs[:] = sorted(d for d in dirs if d != '__pycache__')
+        for name in sorted(n for n in names if n.endswith('.py')):
+            relative = os.path.relpath(os.path.join(base, name), root)
+            module = relative[:-len('.py')].split(os.sep)
+            is_package = module[-1] == '__init__'
+            with open(os.path.join(root, relative), 'rb') as handle:
+                source = handle.read()
+            code = compile(source, os.path.join(named_root, relative), 'exec', dont_inherit=True, optimize=OPTIMIZE)
+            out['.'.join(module[:-1] if is_package else module)] = (marshal.dumps(code), is_package, relative)
+    return out
+
+
+def build_argv(python, start, building, root):
+    """How the installer runs this file (``start``, copied into the root
+    ``building`` that will be ``root``) with ``python`` to write ``BUNDLE``:
+    ``-X no_debug_ranges`` leaves the columns out of the code (a third less
+    to unmarshal on Python 3.11 and later; earlier ones ignore it)."""
+    return [python, '-I', '-X', 'no_debug_ranges', start, building, root]
+
+
+def build(root, named_root=None):
+    """Write the file ``BUNDLE`` in ``root`` (a new file, on disk before it returns)."""
+    modules = table(root, named_root)
+    index, codes, at = {}, [], 0
+    for name in sorted(modules):
+        code, is_package, relative = modules[name]
+        index[name] = (at, at + len(code), is_package, relative)
+        codes.append(code)
+        at += len(code)
+    head = marshal.dumps(index)
+    data = _magic() + len(head).to_bytes(4, 'little') + head + b''.join(codes)
+    fd = os.open(os.path.join(root, BUNDLE), os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, 'O_NOFOLLOW', 0), 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+        os.fchmod(fd, 0o644)
+    finally:
+        os.close(fd)
+
+
+if __name__ == '__main__':
+    # The installer's step (build_argv).
+    build(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)
