@@ -18,7 +18,7 @@ if LAB not in sys.path:
 
 # tests/run-all.sh runs pytest in two parts: the tests of the files named in
 # tests/checks-lane.txt (marked checks_lane) in the checks lane, beside the
-# Molecule scenarios, and every other test after both lanes. `-m checks_lane`
+# Molecule scenarios, and every other test once either lane has ended. `-m checks_lane`
 # and `-m "not checks_lane"` together are every test, so a file renamed
 # there only moves its tests to the second part (tests/unit/test_test_files.py
 # holds the list to files that exist).

@@ -169,6 +169,9 @@ $images_only && exit 0
 export PATH="$venv/bin:$PATH"
 export ANSIBLE_COLLECTIONS_PATH="$here/build/collections"
 export ANSIBLE_FORCE_COLOR=0 PY_COLORS=0 NO_COLOR=1
+# The podman connection with pipelining: one `podman exec` per module instead
+# of five (extensions/molecule/shared/connection_plugins/podman.py says why).
+export ANSIBLE_CONNECTION_PLUGINS="$here/extensions/molecule/shared/connection_plugins" ANSIBLE_PIPELINING=1
 mkdir -p build/collections/ansible_collections/ipmasq
 [ -e build/collections/ansible_collections/ipmasq/agent ] || ln -sfn "$here" build/collections/ansible_collections/ipmasq/agent
 

@@ -1,6 +1,6 @@
 """tests/checks-lane.txt: the test files tests/run-all.sh runs in its checks
-lane (pytest -m checks_lane), every other test after both lanes (-m "not
-checks_lane"). A listed file that no longer exists would silently shrink the
+lane (pytest -m checks_lane), every other test once either lane has ended
+(-m "not checks_lane"). A listed file that no longer exists would silently shrink the
 lane's part; run-all.sh running only one of the two parts would lose tests."""
 import importlib.util
 import os
