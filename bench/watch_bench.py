@@ -68,13 +68,6 @@ def rss_mib(pid):
     return float('nan')
 
 
-def _wait(predicate, limit, step=0.02):
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(step)
-    return predicate()
 
 
 def gap_run(base, policy, mode, flushes, interval):
@@ -95,7 +88,7 @@ def gap_run(base, policy, mode, flushes, interval):
                                         env=rig.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             rig.procs.append(timer)
             limit = interval + 3.0
-        if not _wait(rig.ours, 30):
+        if not watchlab.wait(rig.ours, 30, step=0.02):
             raise RuntimeError('ours is not in place: %s' % rig.log())
         seconds = len(kinds) * flushes * (limit + interval + 0.5) + 5
         out, send, _recv = rig.stream(seconds)
@@ -111,8 +104,8 @@ def gap_run(base, policy, mode, flushes, interval):
                 time.sleep(max(0.0, pause))
                 marks.append((kind, time.monotonic()))
                 rig.flush(kind)
-                _wait(lambda: not rig.ours(), 0.5, 0.005)
-                if not _wait(rig.ours, limit):
+                watchlab.wait(lambda: not rig.ours(), 0.5, 0.005)
+                if not watchlab.wait(rig.ours, limit, step=0.02):
                     raise RuntimeError('%s: ours not back within %gs' % (kind, limit))
                 time.sleep(0.3)
         end = time.monotonic()

@@ -32,13 +32,6 @@ FLUSHES = int(os.environ.get('IMQ_WATCH_FLUSHES', '2'))
 SETTLE = 2.0
 
 
-def _wait(predicate, limit, step=0.05):
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(step)
-    return predicate()
 
 
 @pytest.mark.parametrize('tools,policy', [('nft', 'iptables'), ('nft', 'nftables')],
@@ -56,7 +49,7 @@ def test_snat_is_back_within_a_second_of_each_flush(tmp_path, tools, policy):
             for _i in range(FLUSHES):
                 flushes.append((kind, time.monotonic()))
                 rig.flush(kind)
-                assert _wait(rig.ours, SETTLE), (kind, rig.log())
+                assert watchlab.wait(rig.ours, SETTLE), (kind, rig.log())
                 time.sleep(max(0.0, flushes[-1][1] + SETTLE - time.monotonic()))
                 assert rig.idle(0.2)
                 # One repair per flush: our own write's events caused no second write.
@@ -70,7 +63,7 @@ def test_snat_is_back_within_a_second_of_each_flush(tmp_path, tools, policy):
         # The stream saw the flushes at all (a gap of 0 everywhere would prove nothing).
         assert max(gaps) > 0, gaps
         assert max(gaps) <= 1.0, list(zip([k for k, _at in flushes], gaps))
-        assert _wait(lambda: rig.metric('ip_masq_agent_repairs_total', '{cause="event"}') == len(flushes), 3)
+        assert watchlab.wait(lambda: rig.metric('ip_masq_agent_repairs_total', '{cause="event"}') == len(flushes), 3)
         assert rig.metric('ip_masq_agent_event_repair_seconds_count') == len(flushes)
         assert rig.metric('ip_masq_agent_events_total') > 0
         assert rig.stop() == 0
@@ -86,8 +79,8 @@ def test_a_burst_is_a_bounded_number_of_repairs_and_a_remover_loop_makes_it_back
         # the test holds it to a fifth.
         burst = rig.remover('iptables -t nat -F POSTROUTING', 0.0, 20, count=50)
         assert '"runs": 50' in burst.communicate(timeout=60)[0]
-        assert _wait(lambda: rig.idle(0.5), 10)
-        assert _wait(lambda: rig.metric('ip_masq_agent_repairs_total', '{cause="event"}') >= 1, 3)
+        assert watchlab.wait(lambda: rig.idle(0.5), 10)
+        assert watchlab.wait(lambda: rig.metric('ip_masq_agent_repairs_total', '{cause="event"}') >= 1, 3)
         burst_repairs = rig.metric('ip_masq_agent_repairs_total', '{cause="event"}')
         assert 1 <= burst_repairs <= 10 and rig.agent.restores() > writes, (burst_repairs, rig.log())
         assert rig.ours()
@@ -96,16 +89,16 @@ def test_a_burst_is_a_bounded_number_of_repairs_and_a_remover_loop_makes_it_back
         # met the remover's may run iptables-restore twice: cycles are counted.)
         # Bounded at 90 s (a loaded machine repairs slower; the loop ends at the back-off).
         loop = rig.remover('iptables -t nat -F POSTROUTING', 0.1, 90)
-        assert _wait(lambda: 'backing off' in rig.log(), 85), rig.log()
+        assert watchlab.wait(lambda: 'backing off' in rig.log(), 85), rig.log()
         loop.kill()
         loop.wait(timeout=10)
-        assert _wait(lambda: rig.idle(0.5), 10)
-        assert _wait(lambda: rig.metric('ip_masq_agent_repairs_total', '{cause="event"}') == watch.LIMIT, 3), \
+        assert watchlab.wait(lambda: rig.idle(0.5), 10)
+        assert watchlab.wait(lambda: rig.metric('ip_masq_agent_repairs_total', '{cause="event"}') == watch.LIMIT, 3), \
             rig.metric('ip_masq_agent_repairs_total', '{cause="event"}')
         line = [x for x in rig.log().splitlines() if 'backing off' in x][0]
         assert 'committed by iptables' in line and 'delrule ip nat' in line, line
         assert rig.stop() == 0
-        assert _wait(lambda: rig.metric('ip_masq_agent_backoffs_total') == 1, 3)
+        assert watchlab.wait(lambda: rig.metric('ip_masq_agent_backoffs_total') == 1, 3)
         assert 'Traceback' not in rig.log()
 
 
@@ -113,10 +106,10 @@ def test_sighup_runs_a_cycle_at_once_and_sigterm_ends_it_with_0(tmp_path):
     with watchlab.Rig(tmp_path, 'nft', 'iptables', agent_cls=Agent) as rig:
         rig.start('watch', interval='60s')
         rig.agent.write('nonMasqueradeCIDRs:\n  - 10.0.0.0/8\n  - 198.51.100.0/24\n')
-        assert not _wait(lambda: '198.51.100.0/24' in rig.topo.backend.save(rig.topo.node), 0.5)
+        assert not watchlab.wait(lambda: '198.51.100.0/24' in rig.topo.backend.save(rig.topo.node), 0.5)
         rig.watcher.send_signal(signal.SIGHUP)
-        assert _wait(lambda: '198.51.100.0/24' in rig.topo.backend.save(rig.topo.node), 3), rig.log()
-        assert _wait(lambda: rig.metric('ip_masq_agent_repairs_total', '{cause="signal"}') == 1, 3)
+        assert watchlab.wait(lambda: '198.51.100.0/24' in rig.topo.backend.save(rig.topo.node), 3), rig.log()
+        assert watchlab.wait(lambda: rig.metric('ip_masq_agent_repairs_total', '{cause="signal"}') == 1, 3)
         started = time.monotonic()
         assert rig.stop(signal.SIGTERM) == 0
         assert time.monotonic() - started < 3
@@ -129,7 +122,7 @@ def test_a_timer_tick_is_the_safety_net_and_auto_polls_on_iptables_legacy(tmp_pa
         assert 'iptables-legacy has no events: polling every 1s.' in rig.log()
         rig.flush('iptables -t nat -F POSTROUTING')
         assert not rig.ours()
-        assert _wait(rig.ours, 3), rig.log()
+        assert watchlab.wait(rig.ours, 3), rig.log()
         # The metrics file is written at the cycle's end, just after its write.
-        assert _wait(lambda: rig.metric('ip_masq_agent_repairs_total', '{cause="timer"}') >= 1, 3)
+        assert watchlab.wait(lambda: rig.metric('ip_masq_agent_repairs_total', '{cause="timer"}') >= 1, 3)
         assert rig.stop(signal.SIGINT) == 0

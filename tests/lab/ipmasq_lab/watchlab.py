@@ -75,7 +75,8 @@ with open(sys.argv[2], 'w') as out:
 '''
 
 
-def _wait(predicate, limit, step=0.05):
+def wait(predicate, limit, step=0.05):
+    """Whether ``predicate()`` holds within ``limit`` seconds (polled every ``step``)."""
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
         if predicate():
@@ -144,7 +145,7 @@ class Rig:
         self.log_handle = open(self.log_path, 'a')
         self.watcher = self.topo.node.popen(self.argv('--mode', mode, '--resync-interval', interval),
                                             env=self.env(), stdout=subprocess.DEVNULL, stderr=self.log_handle)
-        if ready and not _wait(lambda: self.ours() and self.agent.restores() >= 1 and self.idle(0.3), 30):
+        if ready and not wait(lambda: self.ours() and self.agent.restores() >= 1 and self.idle(0.3), 30):
             raise RuntimeError('the watcher did not put ours in place within 30 s:\n%s' % self.log())
         return self.watcher
 
@@ -232,7 +233,7 @@ class Rig:
         recv = self.topo.ns['external'].popen(['/usr/bin/python3', '-c', RECEIVER, '%g' % (seconds + 2), out, EXT4,
                                                str(PORT)])
         self.procs.append(recv)
-        if not _wait(lambda: os.path.exists(out) and os.path.getsize(out) > 0, 10):
+        if not wait(lambda: os.path.exists(out) and os.path.getsize(out) > 0, 10):
             raise RuntimeError('the receiver did not start')
         count = min(int(seconds / PERIOD) + 1, 50000)
         send = self.topo.pod.popen(['/usr/bin/python3', '-c', SENDER, '%g' % seconds, str(count), EXT4, str(PORT),
