@@ -68,8 +68,6 @@ def rss_mib(pid):
     return float('nan')
 
 
-
-
 def gap_run(base, policy, mode, flushes, interval):
     """{kind: [gap seconds]} for one backend and mode."""
     kinds = watchlab.KINDS[policy]

@@ -32,8 +32,6 @@ FLUSHES = int(os.environ.get('IMQ_WATCH_FLUSHES', '2'))
 SETTLE = 2.0
 
 
-
-
 @pytest.mark.parametrize('tools,policy', [('nft', 'iptables'), ('nft', 'nftables')],
                          ids=['iptables-nft', 'nftables'])
 def test_snat_is_back_within_a_second_of_each_flush(tmp_path, tools, policy):
