@@ -38,7 +38,8 @@ SHIPPED = [
     'plugins/test/*.py', 'plugins/plugin_utils/*.py', 'plugins/action/*.py',
     'roles/ip_masq/README.md', 'roles/ip_masq/*/*.yml',
     'roles/ip_masq/files/*',
-    'playbooks/site.yml', 'playbooks/audit.yml', 'playbooks/sandbox.yml', 'playbooks/templates/*.j2',
+    'playbooks/site.yml', 'playbooks/audit.yml', 'playbooks/sandbox.yml', 'playbooks/explain.yml',
+    'playbooks/templates/*.j2',
     'playbooks/files/sandbox_guard.py',
     'plugins/doc_fragments/*.py',
     'inventories/example/hosts.yml', 'inventories/example/group_vars/*.yml',
@@ -48,7 +49,7 @@ SHIPPED = [
 REQUIRED = ['MANIFEST.json', 'FILES.json', 'README.md', 'LICENSE', 'CHANGELOG.rst',
             'meta/runtime.yml', 'meta/execution-environment.yml', 'meta/ee-requirements.txt',
             'plugins/modules/masq_chain.py', 'roles/ip_masq/tasks/main.yml',
-            'roles/ip_masq/meta/argument_specs.yml', 'playbooks/site.yml',
+            'roles/ip_masq/meta/argument_specs.yml', 'playbooks/site.yml', 'playbooks/explain.yml',
             'inventories/example/hosts.yml', 'docs/docsite/extra-docs.yml']
 # What a used tree collects; none of it may reach the tarball.
 JUNK = ['.hypothesis/examples/x', '.pytest_cache/v/x', '.ansible/collections/x', 'build/x',
