@@ -49,6 +49,7 @@ import time
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import metrics
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.nfevents import Events
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.node import runner
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import options
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry.backends import nf_tables_of_ours
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config.golang import parse_duration
@@ -80,14 +81,17 @@ def seconds_text(seconds):
     return '%gs' % seconds
 
 
-def describe(events):
+def describe(events, own=()):
     """What the last transaction among ``events`` changed, in a few words:
     ``delrule ip nat (x3); committed by iptables (pid 42)`` (each
-    transaction's events end with its ``newgen``)."""
+    transaction's events end with its ``newgen``); one committed by a pid in
+    ``own`` (our own repairs' commands) only when there is no other."""
     ends = [i for i, event in enumerate(events) if event.kind == 'newgen']
+    foreign = [i for i in ends if events[i].pid not in own]
     if ends:
-        start = ends[-2] + 1 if len(ends) > 1 else 0
-        events = events[start:ends[-1] + 1]
+        last = (foreign or ends)[-1]
+        before = [i for i in ends if i < last]
+        events = events[(before[-1] + 1 if before else 0):last + 1]
     counts = {}
     order = []
     writer = None
@@ -221,7 +225,7 @@ class Watcher:
             self.pending['backoffs'] += 1
             self.log('warning', 'backing off: %d repairs in the last %s, another writer keeps removing ours '
                      '(the last change: %s); ours is put back at the next safety-net cycle in %s.'
-                     % (len(self.repairs), seconds_text(WINDOW), describe(seen),
+                     % (len(self.repairs), seconds_text(WINDOW), describe(seen, runner.SPAWNED),
                         seconds_text(round(max(0.0, self.next_tick - now)))))
             self.count_now()
             return

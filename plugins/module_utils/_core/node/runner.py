@@ -53,6 +53,16 @@ def _exit_code(status):
     return -os.WTERMSIG(status)
 
 
+# The pids of the last commands run (at most 32): the watcher tells our own
+# writes' netfilter events by the committing pid (``watch.describe``).
+SPAWNED = []
+
+
+def _spawned(pid):
+    SPAWNED.append(pid)
+    del SPAWNED[:-32]
+
+
 def _spawn(argv, data, env, timeout):
     """posix_spawn + select: feed ``data`` on stdin, collect stdout and stderr."""
     import select  # pylint: disable=import-outside-toplevel
@@ -70,6 +80,7 @@ def _spawn(argv, data, env, timeout):
     try:
         # The resync runs outside Ansible: there is no AnsibleModule.run_command to call.
         pid = os.posix_spawn(argv[0], argv, env, file_actions=actions)  # pylint: disable=ansible-bad-function
+        _spawned(pid)
     except OSError as e:
         for fd in (out_r, out_w, err_r, err_w, in_r, in_w):
             if fd is not None:
@@ -134,6 +145,7 @@ def _subprocess(argv, data, env, timeout):
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     except OSError as e:
         return NOT_RUN_RC, '', '%s: %s' % (argv[0], e.strerror or e)
+    _spawned(proc.pid)
     try:
         out, err = proc.communicate(None if data is None else data.encode('utf-8', 'surrogateescape'),
                                     timeout=timeout)

@@ -199,3 +199,8 @@ def test_the_back_off_names_the_last_transaction_and_its_writer():
     theirs = [DELRULE, DELRULE, GEN]
     assert watch.describe(ours + theirs) == 'delrule ip nat (x2); committed by iptables (pid 4242)'
     assert watch.describe([DELRULE]) == 'delrule ip nat'
+    # Our own repair's transaction last (its events read after the remover's): the remover's is named.
+    assert watch.describe(theirs + ours, own=[7]) == 'delrule ip nat (x2); committed by iptables (pid 4242)'
+    assert watch.describe(theirs + ours) == 'newrule ip nat; committed by iptables-restor (pid 7)'
+    # Only ours: ours is what there is to name.
+    assert watch.describe(ours, own=[7]) == 'newrule ip nat; committed by iptables-restor (pid 7)'
