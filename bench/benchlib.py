@@ -11,6 +11,7 @@ import resource
 import socket
 import statistics
 import subprocess
+import sys
 import time
 
 from ipmasq_lab import netlab   # tests/lab, on the venv's path (scripts/bootstrap.sh)
@@ -21,6 +22,12 @@ PLAYBOOKS = os.path.join(BENCH, 'playbooks')
 COLLECTIONS = os.path.join(ROOT, 'build', 'collections')
 NODE_PYTHON = '/usr/bin/python3'   # what the module runs under (ANSIBLE_PYTHON_INTERPRETER)
 CHAIN = 'IP-MASQ-AGENT'
+
+
+def log(msg):
+    """A progress line on stderr, stamped with the time of day."""
+    sys.stderr.write('[bench %s] %s\n' % (time.strftime('%H:%M:%S'), msg))
+    sys.stderr.flush()
 
 
 def make_cidrs(count):

@@ -5,20 +5,14 @@ one Python process inside a namespace the benchmark made (node_cni.py); with
 same namespace.  CPU is the process's own and its children's (the rule
 removal's iptables-save, ip6tables-save and nft), median of the repetitions."""
 import statistics
-import sys
-import time
 
 from ipmasq_lab import netlab
 
 import benchlib
+from benchlib import log
 
 FILES = (1, 10, 50)
 QUICK_FILES = (1, 10)
-
-
-def log(msg):
-    sys.stderr.write('[bench %s] %s\n' % (time.strftime('%H:%M:%S'), msg))
-    sys.stderr.flush()
 
 
 def _merge(rounds):

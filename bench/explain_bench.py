@@ -6,12 +6,11 @@ the foreign rules (Docker's user networks, CNI bridge containers, kube-proxy)
 in the iptables-nft nat table and a foreign nft table; then FLOWS flows, each
 as the module answers it: the read of the tables, then the explanation, CPU
 timed apart.  The goal is held by the largest explanation, not the median."""
-import sys
-import time
 
 from ipmasq_lab import netlab
 
 import benchlib
+from benchlib import log
 
 BACKENDS = ('iptables', 'nftables')
 OURS = 1000
@@ -19,11 +18,6 @@ FOREIGN = 1000
 FLOWS = 50
 QUICK_FLOWS = 20
 GOAL_MS = 100.0
-
-
-def log(msg):
-    sys.stderr.write('[bench %s] %s\n' % (time.strftime('%H:%M:%S'), msg))
-    sys.stderr.flush()
 
 
 def part_explain(quick=False, backend=None, flows=None):

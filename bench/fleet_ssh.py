@@ -24,10 +24,10 @@ Benchmarks, not tests: nothing here asserts a time.
 import os
 import shutil
 import statistics
-import sys
 import time
 
 import benchlib
+from benchlib import log
 from ipmasq_lab import fleetlab, netlab
 
 FORKS = 10
@@ -44,11 +44,6 @@ RUNS = (
     ('role', 'first apply', 'role-off'),
     ('role, resync on', 'no change', 'role-on'),
 )
-
-
-def log(msg):
-    sys.stderr.write('[bench %s] %s\n' % (time.strftime('%H:%M:%S'), msg))
-    sys.stderr.flush()
 
 
 def _stat(pid):

@@ -52,10 +52,10 @@ Benchmarks, not tests: nothing here asserts a time.
 import os
 import shutil
 import statistics
-import sys
 import time
 
 import benchlib
+from benchlib import log
 from ipmasq_lab import netlab
 
 DST = '203.0.113.10'
@@ -75,11 +75,6 @@ TARGET_NOCHANGE_RATIO = 1.3  # nft no-change run within 1.3x of a bare `nft -j l
 FLOOR_TABLE = ('table inet imq-floor {\n\tchain postrouting {\n'
                '\t\ttype nat hook postrouting priority srcnat; policy accept;\n'
                '\t\tmasquerade\n\t}\n}\n')
-
-
-def log(msg):
-    sys.stderr.write('[bench %s] %s\n' % (time.strftime('%H:%M:%S'), msg))
-    sys.stderr.flush()
 
 
 def spaced_cidrs(count):

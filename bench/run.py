@@ -36,7 +36,7 @@ import corelayout
 import explain_bench
 import fleet_ssh
 import nft_bench
-from benchlib import CHAIN, make_cidrs, median, netlab
+from benchlib import CHAIN, log, make_cidrs, median, netlab
 
 sys.path.insert(0, benchlib.COLLECTIONS)
 from ansible_collections.ipmasq.agent.plugins.module_utils import _resync_code  # noqa: E402  pylint: disable=wrong-import-position
@@ -58,11 +58,6 @@ TARGET_PEER_SPEEDUP = 50.0
 TARGET_CYCLE_CPU_MS = 50.0
 TARGET_CYCLE_RSS_MIB = 30.0
 TARGET_CYCLE_FLOOR_RATIO = 2.0
-
-
-def log(msg):
-    sys.stderr.write('[bench %s] %s\n' % (time.strftime('%H:%M:%S'), msg))
-    sys.stderr.flush()
 
 
 def policy_for(cidrs):
