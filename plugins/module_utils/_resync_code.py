@@ -66,7 +66,6 @@ RELATIVE = PACKAGE.replace('.', os.sep)
 TOP = 'ansible_collections'
 ROOTS = 'v'                     # <path>/v/<id>: one root per version
 IN_USE = ENTRY_FILE            # the file a running resync holds a shared flock on
-_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, 'O_NOFOLLOW', 0) | getattr(os, 'O_CLOEXEC', 0)
 _ID = {}                        # this process's sources and id (the code does not change while it runs)
 
 
@@ -231,19 +230,6 @@ def plan(path, sources):
     return root, (write if write or remove else sorted(sources)), remove
 
 
-def _write_file(path, data):
-    """``data`` in the new file ``path`` (0644), on disk before it returns."""
-    fd = os.open(path, _WRITE_FLAGS, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-        os.fchmod(fd, 0o644)
-    finally:
-        os.close(fd)
-
-
 def _sync_dir(directory):
     try:
         fd = os.open(directory, os.O_RDONLY)
@@ -286,9 +272,9 @@ def _build(root, sources, run, python):
                 folder = os.path.join(building, *parts[:depth])
                 if not os.path.isdir(folder):
                     _mkdir(folder)
-            _write_file(os.path.join(package, *name.split('/')), sources[name])
+            boot.write_new(os.path.join(package, *name.split('/')), sources[name])
         start = os.path.join(building, START + '.py')
-        _write_file(start, sources[BOOT_FILE])
+        boot.write_new(start, sources[BOOT_FILE])
         _compile(run, [python, '-m', 'compileall', '-q', package, start], python)
         _compile(run, boot.build_argv(python, start, building, root), python)
         for base, _dirs, _names in os.walk(building):

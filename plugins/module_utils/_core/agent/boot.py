@@ -42,6 +42,7 @@ ENTRY = PACKAGE + '.agent.resync'
 # Compiled as python -OO would: no docstrings to unmarshal in every cycle (the
 # core reads none, holds no assert; tests/unit/.../test_resync_code.py holds it).
 OPTIMIZE = 2
+_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, 'O_NOFOLLOW', 0) | getattr(os, 'O_CLOEXEC', 0)
 
 
 def _magic():
@@ -164,7 +165,15 @@ def build(root, named_root=None):
         at += len(code)
     head = marshal.dumps(index)
     data = _magic() + len(head).to_bytes(4, 'little') + head + b''.join(codes)
-    fd = os.open(os.path.join(root, BUNDLE), os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, 'O_NOFOLLOW', 0), 0o644)
+    write_new(os.path.join(root, BUNDLE), data)
+
+
+def write_new(path, data):
+    """``data`` in the new file ``path`` (0644; never through a link, never
+    over a file that is there), on disk before it returns.  The installer
+    (``_resync_code``) writes the root's files with it too: this file runs
+    alone on the node, so the writer lives here."""
+    fd = os.open(path, _WRITE_FLAGS, 0o644)
     try:
         view = memoryview(data)
         while view:
