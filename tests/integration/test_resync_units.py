@@ -210,6 +210,24 @@ def role_vars(base, **extra):
 NODE_TASK = "Validate, write the agent's files, apply the policy and audit, in one node run"
 
 
+def node_runs(values, ns, count):
+    """The node run's result of ``count`` role runs one after the other."""
+    runs = []
+    for _run in range(count):
+        rc, tasks = playbook(ROLE_PLAYBOOK, dict(values), ns=ns)
+        assert rc == 0, failed(tasks)
+        runs.append([res for name, res in tasks if name.endswith(NODE_TASK)][0])
+    return runs
+
+
+def write_tree(base, sources):
+    """``sources`` ({relative path: bytes}) written as files below ``base``."""
+    for name, data in sources.items():
+        os.makedirs(os.path.dirname(os.path.join(base, name)), exist_ok=True)
+        with open(os.path.join(base, name), 'wb') as handle:
+            handle.write(data)
+
+
 def test_resync_installs_idempotently_and_switching_it_off_removes_only_ours(tmp_path, node_ns):
     textfile = os.path.join(str(tmp_path), 'textfile')
     values = role_vars(tmp_path, ip_masq_metrics_dir=textfile)
@@ -300,16 +318,8 @@ def test_the_flat_tree_of_1_1_goes_on_the_run_after_the_unit_names_the_new_root(
     values = role_vars(tmp_path)
     lib = values['ip_masq_lib_dir']
     flat = os.path.join(lib, PKG)
-    os.makedirs(flat)
-    for name, data in _resync_code.package_sources().items():
-        os.makedirs(os.path.dirname(os.path.join(flat, name)), exist_ok=True)     # the core's folders
-        with open(os.path.join(flat, name), 'wb') as handle:
-            handle.write(data)
-    runs = []
-    for _run in range(3):
-        rc, tasks = playbook(ROLE_PLAYBOOK, dict(values), ns=node_ns)
-        assert rc == 0, failed(tasks)
-        runs.append([res for name, res in tasks if name.endswith(NODE_TASK)][0])
+    write_tree(flat, _resync_code.package_sources())     # the core's folders
+    runs = node_runs(values, node_ns, 3)
     root = _resync_code.resync_root(lib)
     assert {'files', 'resync_code'} <= set(runs[0]['changed_parts']) and runs[0]['resync_code']['removed_roots'] == []
     assert runs[0]['resync_code']['written'] == sorted(_resync_code.package_sources())
@@ -332,16 +342,9 @@ def test_a_root_of_folders_goes_on_the_run_after_the_unit_starts_the_one_file(tm
     earlier = dict(sources, **{'engine/sync.py': sources['engine/sync.py'] + b'# the version before\n'})
     earlier.pop('agent/boot.py', None)
     old = os.path.join(lib, 'v', _resync_code.version_id(earlier))
-    for name, data in earlier.items():
-        os.makedirs(os.path.dirname(os.path.join(old, PKG, name)), exist_ok=True)
-        with open(os.path.join(old, PKG, name), 'wb') as handle:
-            handle.write(data)
+    write_tree(os.path.join(old, PKG), earlier)
     subprocess.run(['/usr/bin/python3', '-m', 'compileall', '-q', old], check=True, timeout=120)
-    runs = []
-    for _run in range(3):
-        rc, tasks = playbook(ROLE_PLAYBOOK, dict(values), ns=node_ns)
-        assert rc == 0, failed(tasks)
-        runs.append([res for name, res in tasks if name.endswith(NODE_TASK)][0])
+    runs = node_runs(values, node_ns, 3)
     root = _resync_code.resync_root(lib)
     assert runs[0]['resync_code']['changed'] and runs[0]['resync_code']['removed_roots'] == [], runs[0]
     assert runs[1]['resync_code']['removed_roots'] == [old], runs[1]
