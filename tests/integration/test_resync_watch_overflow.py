@@ -10,7 +10,12 @@ rule's notification for the stopped watcher's socket; beyond its receive
 buffer (the product's own ``SO_RCVBUF`` of 1 MiB, which the kernel doubles:
 this test sends several times that) it drops them and marks the socket
 ENOBUFS.  Continued, the watcher must count an ``enobufs`` repair, have ours
-back, and still be subscribed (a later flush is repaired as an event)."""
+back, and still be subscribed (a later flush is repaired as an event).
+
+The safety net's tick, cheap when nothing changed: it asks the kernel's
+ruleset generation (NFT_MSG_GETGEN) and reads the node only when the
+generation moved since its last verified cycle (or an event, an overflow,
+a signal or the config file says something may have changed)."""
 import shutil
 import signal
 import time
@@ -79,3 +84,91 @@ def test_an_overflowed_socket_is_a_repair_and_the_watcher_stays_subscribed(tmp_p
         assert rig.stop() == 0
         assert 'Traceback' not in rig.log()
 
+
+def test_idle_safety_net_ticks_read_nothing_and_keep_the_metrics_fresh(tmp_path):
+    with watchlab.Rig(tmp_path, 'nft', 'iptables', agent_cls=Agent) as rig:
+        rig.start('watch', interval='2s')
+        # The cycles after our own write (its events, the first tick) read and find it in order.
+        time.sleep(2.5)
+        saves = len([c for c in rig.agent.calls() if c.startswith('iptables-save')])
+        runs = rig.metric('ip_masq_agent_runs_total', '{result="ok"}')
+        last = rig.metric('ip_masq_agent_last_run_timestamp_seconds')
+        time.sleep(6.5)
+        # Three ticks or so, and not one iptables-save: the generation said nothing changed.
+        assert len([c for c in rig.agent.calls() if c.startswith('iptables-save')]) == saves, rig.agent.calls()
+        assert rig.metric('ip_masq_agent_runs_total', '{result="ok"}') >= runs + 2
+        assert rig.metric('ip_masq_agent_last_run_timestamp_seconds') > last + 3
+        # A flush while it is stopped past its tick: repaired when it goes on.
+        stopped(rig, lambda: (rig.flush('iptables -t nat -F POSTROUTING'), time.sleep(2.5)))
+        assert watchlab.wait(rig.ours, 5), rig.log()
+        assert rig.stop() == 0
+        assert 'Traceback' not in rig.log()
+
+
+# A watcher whose subscription loses every event (it never reports one, nor an
+# overflow): only the kernel's generation can tell its safety net that
+# something changed.  The real cycle, the real kernel, in the node's namespace;
+# the test says when to tick (a line on stdin), the script what the tick did.
+LOST = r'''
+import json, os, sys
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import resync, watch
+
+
+class Lost:
+    def __init__(self):
+        self.r, self.w = os.pipe()
+
+    def fileno(self):
+        return self.r
+
+    def read(self):
+        return [], False
+
+    def close(self):
+        os.close(self.r)
+        os.close(self.w)
+
+
+opts = resync.parse_args(sys.argv[1:])
+watcher = watch.Watcher(opts, lambda level, msg: sys.stderr.write(msg + '\n'), resync.run_cycle, events_factory=Lost)
+watcher.subscribe()
+watcher.cycle('start')
+for line in sys.stdin:
+    skipped = watcher.unchanged()
+    if not skipped:
+        watcher.cycle('timer')
+    print(json.dumps({'skipped': skipped, 'code': watcher.last_code}), flush=True)
+'''
+
+
+def test_a_change_whose_events_were_lost_is_read_at_the_next_tick(tmp_path):
+    import json
+    import subprocess
+    with watchlab.Rig(tmp_path, 'nft', 'iptables', agent_cls=Agent) as rig:
+        argv = rig.argv('--mode', 'watch', '--resync-interval', '60s')
+        argv[argv.index('-c') + 1] = LOST
+        proc = rig.topo.node.popen(argv, env=rig.env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)
+        rig.procs.append(proc)
+
+        def tick():
+            proc.stdin.write('tick\n')
+            proc.stdin.flush()
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read()
+            return json.loads(line)
+
+        assert tick() == {'skipped': False, 'code': 0}        # the start cycle wrote: the first tick reads
+        assert rig.ours()
+        assert tick() == {'skipped': True, 'code': 0}
+        saves = len([c for c in rig.agent.calls() if c.startswith('iptables-save')])
+        rig.flush('iptables -t nat -F POSTROUTING')
+        assert not rig.ours()
+        # No event told it; the generation moved: the tick reads the node and repairs.
+        assert tick() == {'skipped': False, 'code': 0}
+        assert rig.ours()
+        assert len([c for c in rig.agent.calls() if c.startswith('iptables-save')]) > saves
+        assert tick() == {'skipped': False, 'code': 0}        # its own write moved it again
+        assert tick() == {'skipped': True, 'code': 0}
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
