@@ -7,9 +7,10 @@ and deletes thousands of rules in a table of the test's own (``ip
 imq-burst``, made and removed inside the node only, through the lab's guard)
 and takes ours away in the same transaction.  The kernel queues every
 rule's notification for the stopped watcher's socket; beyond its receive
-buffer (the product's own ``SO_RCVBUF`` of 1 MiB, which the kernel doubles:
-this test sends several times that) it drops them and marks the socket
-ENOBUFS.  Continued, the watcher must count an ``enobufs`` repair, have ours
+buffer (the product's own ``SO_RCVBUF`` of 1 MiB, which the kernel doubles
+to 2 MiB; ``net.core.rmem_max`` can only make it smaller, and is not
+touched: this test sends several times that) it drops them and marks the
+socket ENOBUFS.  Continued, the watcher must count an ``enobufs`` repair, have ours
 back, and still be subscribed (a later flush is repaired as an event).
 
 The safety net's tick, cheap when nothing changed: it asks the kernel's
