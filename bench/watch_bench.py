@@ -10,9 +10,11 @@
   one-cycle resync (``--mode timer``) every --timer-interval seconds
   (default 5 s, not the 60 s default: the gap is about the interval, so a
   short one keeps the bench short), as systemd's timer would start it.
-- The watcher's idle CPU (its own, and its children's: the safety net's
-  iptables-save) and RSS over --idle seconds with no change (default 120;
-  the interval is 60 s, so two safety-net cycles fall inside).
+- The watcher's idle CPU (its own, and its children's: iptables-save when
+  a safety-net tick reads the node) and RSS over --idle seconds with no
+  change (default 120 for a quick run; the issue's goal is over 600:
+  ``--parts idle --idle 600``); the interval is 60 s, and the table says how
+  many ticks fell inside and how many of them read the node.
 - A remover that takes ours away every 100 ms for --remover seconds
   (default 60): the repairs, the back-offs, and the watcher's CPU
   (with children) as a share of one core.
@@ -123,12 +125,19 @@ def idle_run(base, seconds):
         time.sleep(1.0)
         own0, kids0 = own_cpu_ns(proc.pid), cpu_seconds(proc.pid)[1]
         runs0 = rig.metric('ip_masq_agent_runs_total', '{result="ok"}')
+        reads0 = reads(rig)
         time.sleep(seconds)
         own1, kids1 = own_cpu_ns(proc.pid), cpu_seconds(proc.pid)[1]
         rss = rss_mib(proc.pid)
         cycles = int(rig.metric('ip_masq_agent_runs_total', '{result="ok"}') - runs0)
+        read = reads(rig) - reads0
         rig.stop()
-        return (own1 - own0) / 1e9, kids1 - kids0, rss, cycles
+        return (own1 - own0) / 1e9, kids1 - kids0, rss, cycles, read
+
+
+def reads(rig):
+    """The cycles that read the node so far (each runs ``iptables-save -t nat`` once for IPv4)."""
+    return len([call for call in rig.agent.calls() if call.startswith('iptables-save')])
 
 
 def remover_run(base, seconds):
@@ -162,7 +171,8 @@ def main():
     parser.add_argument('--parts', default='gaps,idle,remover', help='gaps, idle, remover (default: all three)')
     parser.add_argument('--flushes', type=int, default=20)
     parser.add_argument('--timer-interval', type=float, default=5.0)
-    parser.add_argument('--idle', type=float, default=120.0)
+    parser.add_argument('--idle', type=float, default=120.0,
+                        help='seconds the idle watcher is measured (default 120; the issue\'s goal is over 600)')
     parser.add_argument('--remover', type=float, default=60.0)
     parser.add_argument('--out')
     args = parser.parse_args()
@@ -216,13 +226,15 @@ def gaps_part(tmp, args):
 
 
 def idle_part(tmp, args):
-    own, kids, rss, runs = idle_run(tempfile.mkdtemp(dir=tmp), args.idle)
+    own, kids, rss, runs, read = idle_run(tempfile.mkdtemp(dir=tmp), args.idle)
     return ['', '## The watcher idle', '',
-            'No change for %gs (safety-net interval 60 s: %d cycles in the period). Own CPU from '
-            '/proc/PID/schedstat (nanoseconds); the children\'s (the safety net\'s iptables-save) from '
-            '/proc/PID/stat, in clock ticks of %d ms.' % (args.idle, runs, 1000 // TICK), '',
-            '| own CPU (s) | children\'s CPU (s) | RSS (MiB) |',
-            '|---|---|---|', '| %.4f | %.2f | %.1f |' % (own, kids, rss)]
+            'No change for %gs (safety-net interval 60 s). Own CPU from /proc/PID/schedstat (nanoseconds); the '
+            'children\'s (iptables-save, when a tick reads the node) from /proc/PID/stat, in clock ticks of %d ms. '
+            'Ticks: the safety net\'s runs counted in the period; reads: those that ran iptables-save (the others '
+            'found nf_tables\' generation unchanged and read nothing).' % (args.idle, 1000 // TICK), '',
+            '| seconds | ticks | reads | own CPU (s) | children\'s CPU (s) | own + children (s) | RSS (MiB) |',
+            '|---|---|---|---|---|---|---|',
+            '| %g | %d | %d | %.4f | %.2f | %.4f | %.1f |' % (args.idle, runs, read, own, kids, own + kids, rss)]
 
 
 def remover_part(tmp, args):

@@ -27,6 +27,11 @@ and, from the watch mode's long-running process (``watch.py``) only::
     ip_masq_agent_event_repair_seconds              histogram  first event of a burst to its repair's end
     ip_masq_agent_last_event_repair_seconds         gauge    the same, for the last such repair
 
+The watch mode's safety-net tick that found nothing changed (nf_tables'
+generation the same, ``watch.py``) reads nothing and runs no cycle; it is
+counted as a run that succeeded all the same (:func:`count_verified`), so
+that the timestamps stay fresh.
+
 Each cycle is a process of its own: the counters and the last success are
 carried over from the file the previous cycle wrote (our own lines only; a
 missing or garbled file starts them again at 0, which Prometheus takes as a
@@ -423,6 +428,19 @@ def update(directory, outcome, duration, config_valid=None, repairs=(), rules=No
     return text, problem
 
 
+def _replace(path, text, samples):
+    """Write ``text`` (our file) with the metrics ``samples`` names replaced
+    by ``samples``; every other line stays as it was."""
+    names = set(samples)
+    for name in list(names):
+        if name == EVENT_REPAIR:        # a histogram's series are named after it
+            names.update((name + '_bucket', name + '_sum', name + '_count'))
+    kept = [line for line in text.splitlines()
+            if line and not (line.startswith('# ') and line.split(' ', 3)[2:3] and line.split(' ', 3)[2] in names)
+            and not (not line.startswith('#') and line.partition('{')[0].partition(' ')[0] in names)]
+    atomic_write(path, '\n'.join(kept) + '\n' + render(samples), MODE)
+
+
 def count_between(directory, events=0, backoffs=0):
     """Add ``events`` and ``backoffs`` to the watch counters of the file a
     cycle wrote, between cycles (the watch mode's back-off, which runs no
@@ -438,9 +456,39 @@ def count_between(directory, events=0, backoffs=0):
     state.watch = state.watch or Watched()
     state.watch.events += events
     state.watch.backoffs += backoffs
-    names = set(_WATCH_NAMES)
-    kept = [line for line in text.splitlines()
-            if line and not (line.startswith('# ') and line.split(' ', 3)[2:3] and line.split(' ', 3)[2] in names)
-            and not (not line.startswith('#') and line.partition('{')[0].partition(' ')[0] in names)]
-    atomic_write(path, '\n'.join(kept) + '\n' + render(state.watch.samples()), MODE)
+    _replace(path, text, state.watch.samples())
+    return True
+
+
+def count_verified(directory, duration, events=0, now=None):
+    """Count a safety-net tick of the watch mode that needed no read of the
+    node (``watch.py``: nf_tables' generation and the config file unchanged
+    since a cycle that found everything in order) as a run that succeeded:
+    the run counter, the last run and last success timestamps (``now``) and
+    the duration are its own, ``events`` are added; every other line (the
+    rules in place, the config's validity, the drift) stays as that cycle
+    wrote it.  Nothing is written when there is no file of ours yet
+    (returns False: the caller runs a whole cycle).  Raises OSError when the
+    file cannot be written."""
+    import time  # pylint: disable=import-outside-toplevel
+
+    path = os.path.join(directory, FILE_NAME)
+    state, problem = read_carried(path)
+    if problem or state.last_run is None:
+        return False
+    with open(path) as handle:
+        text = handle.read()
+    now = time.time() if now is None else now
+    state.runs['ok'] += 1
+    samples = {
+        LAST_RUN: [((), now)],
+        LAST_SUCCESS: [((), now)],
+        DURATION: [((), duration)],
+        RUNS: [((('result', result),), state.runs[result]) for result in RESULTS],
+    }
+    if state.watch is not None or events:
+        state.watch = state.watch or Watched()
+        state.watch.events += events
+        samples.update(state.watch.samples())
+    _replace(path, text, samples)
     return True

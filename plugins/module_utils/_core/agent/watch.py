@@ -19,7 +19,16 @@ drift, under the writers' lock):
   :data:`MAX_DEBOUNCE` after the first), so that a burst is one cycle;
 - at once when the socket overflowed (``enobufs``: events were dropped, so
   the node is read now, never a lost repair);
-- every resync interval (``timer``: the safety net, as the timer mode);
+- every resync interval (``timer``: the safety net, as the timer mode).
+  Where it watches nf_tables, the tick first asks the kernel's ruleset
+  generation (``NFT_MSG_GETGEN``, one netlink request): when it is the one
+  its last cycle saw before it read the node and found it in order, the
+  config file is the same (inode, size, times), ``iptables`` is the same
+  program (no alternatives switch) and no event, overflow or
+  signal came since, nothing can have changed and the tick reads nothing
+  (counted as a run that succeeded: ``metrics.count_verified``); else it
+  runs the whole cycle.  iptables-legacy, which has no generation, is read
+  every tick;
 - at once on SIGHUP (``signal``: the role's path unit reloads the service
   when the config file changes).
 
@@ -49,6 +58,7 @@ import time
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import metrics
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.nfevents import Events
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.nfnetlink import generation
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.node import runner
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import options
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry.backends import nf_tables_of_ours
@@ -67,6 +77,8 @@ MAX_DEBOUNCE = 0.3
 # repairing cannot win (the safety net still puts ours back every interval).
 LIMIT = 30
 WINDOW = 60.0
+# The tools whose choice (iptables-nft or -legacy) the safety net's shortcut watches.
+_TOOLS = ('iptables', 'ip6tables')
 # The signals that end the watcher (exit code 0).
 _STOPS = ('SIGTERM', 'SIGINT')
 
@@ -116,7 +128,7 @@ class Watcher:
     (``resync.run_cycle``: its errors logged, the exit code returned);
     ``events_factory`` makes the subscription (``nfevents.Events``)."""
 
-    def __init__(self, opts, log, run_cycle, events_factory=Events, clock=time.monotonic):
+    def __init__(self, opts, log, run_cycle, events_factory=Events, clock=time.monotonic, generation=generation):
         self.opts = opts
         self.log = log
         self.run_cycle = run_cycle
@@ -132,6 +144,11 @@ class Watcher:
         self.next_tick = None
         self.wake_r = self.wake_w = None
         self.last_code = None
+        # The safety net's shortcut: what the last cycle that found the node in
+        # order saw before it read (fingerprint()), and whether anything came since.
+        self.generation = generation
+        self.verified = None
+        self.changed = True
 
     # -- signals --------------------------------------------------------------
 
@@ -140,6 +157,7 @@ class Watcher:
 
     def _on_hup(self, _signum, _frame):
         self.flags['hup'] = True
+        self.changed = True
 
     def install_signals(self):
         self.wake_r, self.wake_w = os.pipe()
@@ -184,8 +202,14 @@ class Watcher:
         watch = dict(self.pending, cause=cause, first_event=first_event)
         self.pending = {'events': 0, 'backoffs': 0}
         seen = {'watch': watch}
+        self.changed = False
+        before = self.fingerprint() if self.events is not None else None
         self.last_code = self.run_cycle(self.opts, self.log, seen)
         result = seen.get('result')
+        # Verified: the node as it was at ``before``, read and found in order
+        # (after a cycle that wrote, the next tick reads again).
+        self.verified = before if (before is not None and self.last_code == 0 and result is not None
+                                   and not result.get('actions') and self.watchable(result)) else None
         # A cycle that failed (exit code 1: a write refused, the lock not had)
         # may have written part of it: it counts as a repair for the bound.
         wrote = (bool(result and result.get('actions')) or self.last_code == 1) and not self.opts.check
@@ -233,6 +257,40 @@ class Watcher:
         if wrote:
             self.repairs.append(self.clock())
 
+    def fingerprint(self):
+        """What says that nothing changed: nf_tables' generation, the config
+        file's identity and which iptables the node runs (an alternatives
+        switch to iptables-legacy moves it); None when the generation cannot
+        be read."""
+        gen = self.generation()
+        if gen is None:
+            return None
+        try:
+            st = os.stat(self.opts.config)
+            config = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        except OSError as e:
+            config = e.errno
+        tools = tuple(os.path.realpath(path) if path else None for path in map(runner.find, _TOOLS))
+        return gen, config, tools
+
+    def unchanged(self):
+        """The safety net's tick without a read: True (counted, the next tick
+        set) when nothing can have changed since the last verified cycle."""
+        if self.verified is None or self.changed or self.events is None:
+            return False
+        started = self.clock()
+        if self.fingerprint() != self.verified:
+            return False
+        if self.opts.metrics_dir:
+            try:
+                if not metrics.count_verified(self.opts.metrics_dir, self.clock() - started, self.pending['events']):
+                    return False        # no file of ours yet: a whole cycle writes it
+            except (IOError, OSError):
+                return False            # the whole cycle says why
+            self.pending['events'] = 0
+        self.next_tick = self.clock() + self.interval
+        return True
+
     def count_now(self):
         """The pending events and back-offs into the metrics file now (a back-off runs no cycle)."""
         if not self.opts.metrics_dir:
@@ -274,7 +332,8 @@ class Watcher:
             wait = self.next_tick - self.clock()
             if wait <= 0:
                 self.backing_off = False
-                self.cycle('timer')
+                if not self.unchanged():
+                    self.cycle('timer')
                 continue
             watched = [self.wake_r] + ([self.events] if self.events is not None else [])
             try:
@@ -286,6 +345,7 @@ class Watcher:
             if self.events is not None and self.events in ready:
                 events, overflow = self.events.read()
                 self.pending['events'] += len(events)
+                self.changed = self.changed or overflow or bool(events)
                 if overflow or self.relevant(events):
                     self.on_events(events, overflow)
 

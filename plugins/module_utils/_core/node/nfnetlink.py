@@ -19,6 +19,10 @@ The answer is True, False, or None when the kernel could not be asked (no
 permission, no netlink): the caller then asks ``nft`` instead.  A kernel
 without nf_tables holds no table at all: False.
 
+:func:`generation` asks nf_tables' ruleset generation (``NFT_MSG_GETGEN``):
+a number every committed transaction of any writer moves, which the watch
+mode's safety net compares with the one its last verified cycle saw.
+
 Standard library only: this file runs on managed nodes.
 """
 
@@ -30,6 +34,9 @@ NFNL_SUBSYS_NFTABLES = 10
 NFT_MSG_GETTABLE = 1
 NFT_MSG_GETCHAIN = 4
 NFT_MSG_GETRULE = 7
+NFT_MSG_NEWGEN = 15
+NFT_MSG_GETGEN = 16
+NFTA_GEN_ID = 1
 NLM_F_REQUEST = 1
 NLM_F_DUMP = 0x300
 NLMSG_ERROR = 2
@@ -191,3 +198,39 @@ def exist(questions):
     finally:
         sock.close()
     return answers
+
+
+def generation():
+    """nf_tables' ruleset generation in this network namespace (the number
+    ``NFT_MSG_GETGEN`` answers, which every committed transaction moves), or
+    None when the kernel could not be asked.  Read-only, as ``nft`` asks it
+    before every transaction."""
+    import _socket  # pylint: disable=import-outside-toplevel
+
+    try:
+        sock = _socket.socket(_socket.AF_NETLINK, _socket.SOCK_RAW, NETLINK_NETFILTER)
+    except (OSError, AttributeError, ValueError):
+        return None
+    try:
+        sock.settimeout(TIMEOUT)
+        sock.bind((0, 0))
+        # struct nfgenmsg: AF_UNSPEC, NFNETLINK_V0, res_id 0 (as nft sends it).
+        sock.send(_u32(HEADER_SIZE + 4) + _u16((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETGEN)
+                  + _u16(NLM_F_REQUEST) + _u32(1) + _u32(0) + bytes(4))
+        for msg_type, data, offset, length in _replies(sock, 1, rounds=4):
+            if msg_type != (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWGEN:
+                return None
+            at, end = offset + HEADER_SIZE + 4, offset + length
+            while at + 4 <= end:
+                size, kind = _int(data, at, 2), _int(data, at + 2, 2) & 0x3FFF
+                if size < 4:
+                    return None
+                if kind == NFTA_GEN_ID and size == 8:
+                    return int.from_bytes(data[at + 4:at + 8], 'big')
+                at += (size + 3) & ~3
+            return None
+    except OSError:           # a timeout too (socket.timeout is an OSError)
+        return None
+    finally:
+        sock.close()
+    return None

@@ -4,6 +4,7 @@ cycle, events in tables the policy cannot live in are none, more than LIMIT
 repairs in WINDOW back off (one journal line, counted) until the next
 safety-net cycle; and nf_tables' messages as nfevents.py reads them.  The
 real kernel's events and packets: tests/integration/test_resync_watch.py."""
+import os
 import socket
 import threading
 import time
@@ -69,7 +70,8 @@ def rig():
 
     opts = resync.parse_args(['--mode', 'watch', '--resync-interval', '30s'])
     events = FakeEvents()
-    watcher = watch.Watcher(opts, lambda level, msg: lines.append((level, msg)), run_cycle, events_factory=lambda: events)
+    watcher = watch.Watcher(opts, lambda level, msg: lines.append((level, msg)), run_cycle, events_factory=lambda: events,
+                            generation=lambda: 7)
     watcher.subscribe()
     watcher.next_tick = time.monotonic() + 30
     yield watcher, events, cycles, lines, writes
@@ -204,3 +206,161 @@ def test_the_back_off_names_the_last_transaction_and_its_writer():
     assert watch.describe(theirs + ours) == 'newrule ip nat; committed by iptables-restor (pid 7)'
     # Only ours: ours is what there is to name.
     assert watch.describe(ours, own=[7]) == 'newrule ip nat; committed by iptables-restor (pid 7)'
+
+
+class Node:
+    """The stand-in node of the safety net's shortcut: its nf_tables generation, which
+    every cycle that writes moves (as the kernel does); cycles by cause."""
+
+    def __init__(self, tmp_path):
+        self.gen = 100
+        self.drift = False
+        self.cycles = []
+        self.watcher = None
+        self.config = tmp_path / 'config'
+        self.config.write_text('nonMasqueradeCIDRs: []\n')
+        self.metrics = tmp_path / 'metrics'
+        self.metrics.mkdir()
+
+    def run_cycle(self, opts, log, seen):
+        self.cycles.append(seen['watch']['cause'])
+        if seen['watch']['cause'] == 'timer':
+            self.watcher.flags['stop'] = 15         # a loop ends after its tick's cycle
+        actions = ['IPv4: repaired'] if self.drift else []
+        if self.drift:
+            self.gen += 1
+            self.drift = False
+        seen['result'] = {'actions': actions, 'selected_backend': 'iptables', 'iptables_flavour': 'nf_tables'}
+        seen['policy'] = None
+        code = resync.EXIT_OK
+        resync._write_metrics(opts, log, seen, code, 0.01)
+        return code
+
+
+@pytest.fixture
+def shortcut(tmp_path):
+    node = Node(tmp_path)
+    opts = resync.parse_args(['--mode', 'watch', '--resync-interval', '30s', '--config', str(node.config),
+                              '--metrics-dir', str(node.metrics)])
+    events = FakeEvents()
+    watcher = watch.Watcher(opts, lambda level, msg: None, node.run_cycle, events_factory=lambda: events,
+                            generation=lambda: node.gen)
+    node.watcher = watcher
+    watcher.subscribe()
+    watcher.stop = lambda: None         # the loop ends after a tick's cycle, still subscribed
+    watcher.wake_r, watcher.wake_w = os.pipe()
+    yield watcher, node, events
+    events.close()
+    os.close(watcher.wake_r)
+    os.close(watcher.wake_w)
+
+
+def tick(watcher):
+    """One safety-net tick (the loop's branch, as the loop runs it): whether it read nothing."""
+    watcher.next_tick = time.monotonic() - 1
+    skipped = watcher.unchanged()
+    if not skipped:
+        watcher.cycle('timer')
+    watcher.flags['stop'] = None
+    return skipped
+
+
+def bounded_loop(watcher, limit=5.0):
+    """The watcher's loop until its tick's cycle ends it; stopped after ``limit`` s all the same."""
+    def stop():
+        watcher.flags['stop'] = 15
+        os.write(watcher.wake_w, b'x')
+    timer = threading.Timer(limit, stop)
+    timer.start()
+    started = time.monotonic()
+    try:
+        watcher.loop()
+    finally:
+        timer.cancel()
+    assert time.monotonic() - started < limit, 'the tick ran no cycle'
+    watcher.flags['stop'] = None
+
+
+def ok_runs(node):
+    samples = metrics.parse((node.metrics / metrics.FILE_NAME).read_text())
+    return samples[(metrics.RUNS, (('result', 'ok'),))], samples[(metrics.LAST_RUN, ())]
+
+
+def test_a_tick_reads_nothing_when_the_generation_is_the_verified_one(shortcut):
+    watcher, node, _events = shortcut
+    node.drift = True
+    watcher.cycle('start')                   # it wrote: the next tick reads again
+    assert not tick(watcher) and node.cycles == ['start', 'timer']
+    runs, last = ok_runs(node)
+    time.sleep(0.01)
+    for _i in range(3):
+        assert tick(watcher)
+    assert node.cycles == ['start', 'timer']
+    # Counted as runs that succeeded, the timestamps now (a staleness alert stays quiet).
+    runs_after, last_after = ok_runs(node)
+    assert runs_after == runs + 3 and last_after > last
+    assert watcher.next_tick > time.monotonic() + 29
+
+
+def test_a_generation_that_moved_while_events_were_lost_is_a_whole_cycle(shortcut):
+    watcher, node, _events = shortcut
+    watcher.cycle('start')
+    assert tick(watcher)
+    # Another writer took ours away; its events never arrived (lost): only the generation says so.
+    node.gen += 1
+    node.drift = True
+    assert not tick(watcher) and node.cycles == ['start', 'timer'] and not node.drift
+    # That cycle wrote (the generation moved again): the next tick reads too, then they are cheap again.
+    assert not tick(watcher) and tick(watcher)
+    assert node.cycles == ['start', 'timer', 'timer']
+
+
+def test_an_event_an_overflow_a_signal_or_a_new_config_file_is_a_whole_cycle(shortcut):
+    watcher, node, events = shortcut
+    watcher.cycle('start')
+    assert tick(watcher)
+    # The loop reads what is waiting, then its tick reads the node: an event in
+    # another table (no cycle of its own), an overflow while backing off (none either).
+    for push, backing_off in (([FILTER, GEN], False), False), (([], True), True):
+        events.push(*push)
+        watcher.backing_off = backing_off
+        watcher.next_tick = time.monotonic() + 0.3
+        bounded_loop(watcher)
+        assert tick(watcher)
+    watcher._on_hup(1, None)
+    watcher.flags['hup'] = False
+    assert not tick(watcher) and tick(watcher)
+    node.config.write_text('nonMasqueradeCIDRs: [10.0.0.0/8]\n')
+    assert not tick(watcher) and tick(watcher)
+    assert node.cycles == ['start'] + ['timer'] * 4
+
+
+def test_no_generation_no_shortcut(shortcut):
+    watcher, node, _events = shortcut
+    watcher.generation = lambda: None
+    watcher.cycle('start')
+    assert not tick(watcher) and not tick(watcher)
+    assert node.cycles == ['start', 'timer', 'timer']
+
+
+def test_a_verified_tick_is_counted_as_a_run_and_keeps_the_cycle_s_lines(tmp_path):
+    directory = str(tmp_path)
+    assert not metrics.count_verified(directory, 0.001, events=2)           # no cycle's file yet
+    rules = {('ipv4', 'iptables'): 2, ('ipv6', 'iptables'): 0, ('ipv4', 'nftables'): 0, ('ipv6', 'nftables'): 0}
+    metrics.update(directory, 'ok', 0.02, config_valid=True, now=1000.0, booted=1.0, rules=rules,
+                   watch={'cause': 'start', 'wrote': True, 'events': 2})
+    assert metrics.count_verified(directory, 0.001, events=3, now=1060.0)
+    with open(str(tmp_path / metrics.FILE_NAME)) as handle:
+        text = handle.read()
+    samples = metrics.parse(text)
+    assert samples[(metrics.RUNS, (('result', 'ok'),))] == 2
+    assert samples[(metrics.LAST_RUN, ())] == 1060.0 and samples[(metrics.LAST_SUCCESS, ())] == 1060.0
+    assert samples[(metrics.DURATION, ())] == 0.001
+    assert samples[(metrics.EVENTS, ())] == 5 and samples[(metrics.REPAIRS, (('cause', 'start'),))] == 1
+    assert samples[(metrics.RULES, (('family', 'ipv4'), ('backend', 'iptables')))] == 2
+    assert samples[(metrics.CONFIG_VALID, ())] == 1
+    for name in (metrics.RUNS, metrics.LAST_RUN, metrics.EVENTS, metrics.EVENT_REPAIR):
+        assert text.count('# TYPE %s ' % name) == 1, name
+    # The next cycle carries it on.
+    text, problem = metrics.update(directory, 'ok', 0.02, now=1120.0, booted=1.0)
+    assert problem is None and metrics.parse(text)[(metrics.RUNS, (('result', 'ok'),))] == 3
