@@ -163,7 +163,7 @@ def remove_rules(run, find, match, check_mode, result):
     # The explanation's after mode (``_explain/after.Projection``): its ``run`` writes into
     # the listings it projects, never the node; the plan is written there, check mode too,
     # under no lock (it reads the node only), so the explanation sees what this clean-up leaves.
-    in_memory = getattr(run, 'in_memory', False)
+    in_memory = getattr(run, 'in_memory', False) is True
     for backend in node.cleaners(match):
         earlier = list(result['removed_rules'])
         try:
