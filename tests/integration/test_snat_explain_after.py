@@ -12,6 +12,13 @@ node step applies its ``chain``), sends the packets and reads the source
 each receiver saw.  Wherever the after answer is not ``unknown`` it must
 agree with the packet; ``unknown`` stays under 5% and names its match.
 
+With the role's daemon steps (``after.daemons``), the same node's Docker
+(its stale default-bridge rule) and real CNI bridge network (its running
+container's rules): the explanation after the policy and those steps, then
+the policy applied and the daemon steps really run (the node run's daemon
+part, as the role's daemon.yml runs it), and the packets sent
+(test_after_mode_projects_the_daemons_rules: 62 flows, about 12 s).
+
 Cost: ``IMQ_EXPLAIN_AFTER_CASES`` flows (default 100, over 4 rounds),
 ``IMQ_EXPLAIN_SEED`` the random seed (default: a new one, printed on
 failure).  Needs root; nothing happens in the root network namespace.
@@ -135,6 +142,16 @@ def test_after_mode_module(tmp_path):
         assert "after mode: the role's docker step edits /etc/docker/daemon.json and restarts docker.service" \
             in ' '.join(res['notes']), res['notes']
         assert not [n for n in res['notes'] if 'step removes' in n], res['notes']
+        # A rule in the CNI container's chain that is not the plugin's: the role's CNI step fails there, so does
+        # after mode, naming it.
+        cni = [step for step in daemon_steps(str(tmp_path / 'cni'), topo) if step['name'] == 'cni']
+        chain = [r.split()[1] for r in topo.cni_rules() if r.split()[1].startswith('CNI-')][0]
+        topo.iptables(['-t', 'nat', '-A', chain, '-d', '198.51.100.9', '-j', 'RETURN'])
+        res = module(topo, 'snat_explain', dict(flow, after=dict(after, daemons=cni)))
+        assert res.get('failed') and res['msg'].startswith("after mode: the role's cni step fails here, so there is "
+                                                           "no answer after the role: cannot remove the CNI"), res
+        assert '-A %s -d 198.51.100.9/32 -j RETURN' % chain in res['msg'], res['msg']
+        topo.iptables(['-t', 'nat', '-D', chain, '-d', '198.51.100.9', '-j', 'RETURN'])
         # A policy under another chain name: ours is then that chain (the old one removed, as a rename removes it).
         res = module(topo, 'snat_explain', dict(flow, after={'chain': {'backend': 'iptables', 'chain': 'MASQ-B'}}))
         assert (res['verdict'], res['decided_by']['owner'], res['decided_by']['chain']) == (

@@ -131,6 +131,10 @@ def daemon_steps(projection, checked, find):
             runs = [sync(edit, projection, find, None, check_mode=True)]
             if cleanup is not None and runs[0]['installed']:
                 runs.append(sync(cleanup, projection, find, None, check_mode=True))
+        except MasqError as e:
+            # The role's step would fail the same way: no answer after it.
+            raise MasqError('after mode: the role\'s %s step fails here, so there is no answer after the role: %s'
+                            % (daemon.name, e.msg), **e.details) from None
         finally:
             projection.writable = False
         notes.extend(_daemon_notes(daemon, manage, runs))
