@@ -65,7 +65,12 @@ def project(after, run, find):
     applied, the policy run's message, notes, and the policy's chain name
     (ours, after the run)."""
     # Start-up cost: the projection is loaded only in after mode.
-    from ansible_collections.ipmasq.agent.plugins.module_utils._explain.after import Projection, checked_steps, daemon_steps, policy_writes  # pylint: disable=import-outside-toplevel
+    from ansible_collections.ipmasq.agent.plugins.module_utils._explain.after import (  # pylint: disable=import-outside-toplevel
+        Projection,
+        checked_steps,
+        daemon_steps,
+        policy_writes,
+    )
     # Start-up cost: the writers' core is loaded only in after mode.
     from ansible_collections.ipmasq.agent.plugins.module_utils._masq_chain import apply_checked, chain_params  # pylint: disable=import-outside-toplevel
     if not isinstance(after, dict) or not isinstance(after.get('chain'), dict):
