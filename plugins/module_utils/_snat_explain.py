@@ -61,18 +61,28 @@ def explain(params, run, find, proc_read=None):
 def project(after, run, find):
     """A :class:`~_explain.after.Projection` of the node once the policy
     ``after`` (the role's node arguments: ``chain``, masq_chain's options,
-    and ``allow_catch_all``) is applied, the policy run's message, notes,
-    and the policy's chain name (ours, after the run)."""
+    and ``allow_catch_all``; ``daemons``, the role's daemon steps) is
+    applied, the policy run's message, notes, and the policy's chain name
+    (ours, after the run)."""
     # Start-up cost: the projection is loaded only in after mode.
-    from ansible_collections.ipmasq.agent.plugins.module_utils._explain.after import Projection, policy_writes  # pylint: disable=import-outside-toplevel
+    from ansible_collections.ipmasq.agent.plugins.module_utils._explain.after import (  # pylint: disable=import-outside-toplevel
+        Projection,
+        checked_steps,
+        daemon_steps,
+        policy_writes,
+    )
     # Start-up cost: the writers' core is loaded only in after mode.
     from ansible_collections.ipmasq.agent.plugins.module_utils._masq_chain import apply_checked, chain_params  # pylint: disable=import-outside-toplevel
     if not isinstance(after, dict) or not isinstance(after.get('chain'), dict):
         raise MasqError('after: give the policy as the role applies it: a dict with "chain" (the options of '
-                        'ipmasq.agent.masq_chain) and optionally "allow_catch_all"; got %r.' % (after,))
-    unknown = sorted(set(after) - set(['chain', 'allow_catch_all']))
+                        'ipmasq.agent.masq_chain) and optionally "allow_catch_all" and "daemons"; got %r.' % (after,))
+    unknown = sorted(set(after) - set(['chain', 'allow_catch_all', 'daemons']))
     if unknown:
-        raise MasqError('after: %s is not a key of after (chain, allow_catch_all).' % ', '.join(unknown))
+        raise MasqError('after: %s is not a key of after (chain, allow_catch_all, daemons).' % ', '.join(unknown))
+    steps = [] if after.get('daemons') is None else after['daemons']
+    if not isinstance(steps, list):
+        raise MasqError('after.daemons: give the role\'s daemon steps as a list; got %r.' % (steps,))
+    steps = checked_steps(steps)
     try:
         options, policy = chain_params(after['chain'], bool(after.get('allow_catch_all')))
     except MasqError as e:
@@ -83,4 +93,6 @@ def project(after, run, find):
     projection = Projection(run)
     result = apply_checked(options, policy, True, False, projection, find)
     notes = policy_writes(projection, result)
+    # Then the daemons' steps, as the role runs them after its policy.
+    notes.extend(daemon_steps(projection, steps, find))
     return projection, result.get('msg'), notes, options['chain']

@@ -302,11 +302,8 @@ def _nothing_changed(msg):
 def daemon_params(name, options, given):
     """``given`` checked against the daemon module's argument spec, with its defaults."""
     # Start-up cost: a node run imports only the parts it runs.
-    from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import argument_spec  # pylint: disable=import-outside-toplevel
-    checked = ArgumentSpecValidator(argument_spec(**options)).validate(dict(given))
-    if checked.error_messages:
-        raise MasqError('daemons.%s: %s' % (name, '; '.join(checked.error_messages)))
-    return checked.validated_parameters
+    from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.base import checked_params  # pylint: disable=import-outside-toplevel
+    return checked_params('daemons.%s' % name, options, given)
 
 
 def daemon_names(params):

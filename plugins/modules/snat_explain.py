@@ -84,19 +84,34 @@ options:
     default: auto
   after:
     description:
-      - I(After mode.) Answer as the node will be once this policy is applied, without writing anything. Ours is
-        replaced by what the policy writes (in the backend it is written with; ours elsewhere is removed, as a
-        real run removes it), everything else stays as it is now. RV(now) gives the answer now beside it.
+      - I(After mode.) Answer as the node will be once this policy is applied and the role's daemon steps have
+        run, without writing anything. Ours is replaced by what the policy writes (in the backend it is written
+        with; ours elsewhere is removed, as a real run removes it), the daemons' rules are as the role's daemon
+        steps leave them, everything else stays as it is now. RV(now) gives the answer now beside it.
       - The policy as the P(ipmasq.agent.ip_masq#role) role applies it, the C(chain) part of its node step.
         C(chain) holds the options of P(ipmasq.agent.masq_chain#module) (the role's action computes them from the
         host's C(ip_masq_*) variables; C(playbooks/explain.yml) with C(-e after=true) passes them), and
         C(allow_catch_all) the role's C(ip_masq_allow_catch_all). They are typed and checked as that module
         checks them; a bad one fails naming it, before anything runs.
+      - C(daemons) holds the role's daemon steps, in its order, as its action makes them from the host's
+        C(ip_masq_docker), C(ip_masq_flannel), C(ip_masq_cni), ... and their path variables (the list the role's
+        C(validate.yml) registers as C(__ip_masq_run.daemon_steps); C(playbooks/explain.yml) passes it), each a
+        dict with C(name) (a daemon of the collection's registry), C(edit) and C(cleanup) (the options of its
+        module, such as P(ipmasq.agent.docker_ip_masq#module), for the step's edit and for its clean-up after the
+        restart, or null) and C(manage). Each is checked as that module checks its options; a bad one fails
+        naming it, before anything runs. Not given, the daemons' rules stay as they are now.
       - The policy is planned by the same code as a real run, in check mode (it only reads); its planned
         C(iptables-restore) input and C(nft) transaction are applied to what the explanation reads, in memory.
-      - The daemons' own rules (Docker's, flannel's, a CNI network's) stay as they are. The role's daemon steps
-        switch them off in the daemon's settings, where their variables say so, and they go with the daemon's
-        restart, which this mode does not foresee.
+        Then each daemon step runs its module in check mode, as the role runs it (the edit, then, where the
+        daemon is installed, the clean-up); the rules its clean-up removes (the same selection a real run
+        removes, read after the policy's writes) are removed from what the explanation reads, in memory, and
+        RV(notes) names them.
+      - What a daemon step only changes in a file for later stays as it is now, and RV(notes) says so. That is
+        a file read at the daemon's restart (Docker's C(daemon.json), flanneld's options; the rules the daemon leaves
+        behind after the restart, which the role's clean-up then removes, are not foreseen), or by new
+        containers (a CNI network's file; the rules of running containers are removed now, and show so).
+      - With C(daemons), the daemon modules' check mode also reads their files and may run their read-only
+        helpers (C(docker network inspect), C(docker network ls), C(kubelet --version)); nothing is written.
     type: dict
     version_added: 2.0.0
 notes:
@@ -140,6 +155,15 @@ EXAMPLES = r'''
         backend: nftables
         nonmasquerade_cidrs: [10.0.0.0/8]
   register: later
+
+- name: The same, with the daemons' rules as the role's daemon steps leave them (after validate.yml of the role)
+  ipmasq.agent.snat_explain:
+    src: 172.17.0.2
+    dst: 203.0.113.10
+    out_interface: eth0
+    after:
+      chain: "{{ __ip_masq_run.masq_chain }}"
+      daemons: "{{ __ip_masq_run.daemon_steps }}"
 
 - name: Say what changes
   ansible.builtin.debug:

@@ -15,14 +15,19 @@ mode (-e after=true) east-1 answers as the role will leave it (ours) with
 the answer now beside it; a bad src fails on the controller naming the
 value before any host is touched.  One fleet for the module (about 40 s of
 one worker)."""
+import json
+import os
+
 import pytest
 
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni_names import chain_name
 from ipmasq_lab import fleetlab
 
 FLOW = {'src': '172.17.0.2', 'dst': '203.0.113.10', 'proto': 'tcp', 'dport': '443', 'out_interface': 'eth0'}
 DOCKER_RULE = ['-s', '172.17.0.0/16', '!', '-o', 'docker0', '-j', 'MASQUERADE']
 CNI_CHAIN = 'CNI-1f2e3d4c5b6a79880a1b2c3d'
 CNI_COMMENT = ['-m', 'comment', '--comment', 'name: "bridge" id: "0123456789abcdef"']
+POD_NET, POD_ID = 'pods', 'fedcba9876543210'
 
 
 @pytest.fixture(scope='module')
@@ -85,14 +90,37 @@ def test_bad_input_fails_on_the_controller_before_any_host(fleet, bad, words):
     assert failed and words in str(failed[0]), failed
 
 
+def pod_network(host):
+    """A CNI network of east-2's own (its file in the host's CNI directory, ipMasq on) and a running container's
+    rules as the bridge plugin names them: the role's CNI step (ip_masq_cni: auto) removes them."""
+    chain = chain_name(POD_NET, POD_ID)
+    comment = ['-m', 'comment', '--comment', 'name: "%s" id: "%s"' % (POD_NET, POD_ID)]
+    conf = host.path('etc/cni/net.d')
+    os.makedirs(conf, exist_ok=True)
+    with open(os.path.join(conf, '10-%s.conflist' % POD_NET), 'w') as f:
+        json.dump({'cniVersion': '1.0.0', 'name': POD_NET, 'plugins': [
+            {'type': 'bridge', 'bridge': 'cni-pods', 'isGateway': True, 'ipMasq': True,
+             'ipam': {'type': 'host-local', 'subnet': '10.88.0.0/16'}}]}, f)
+    host.ipt('-N', chain)
+    host.ipt('-A', chain, '-d', '10.88.0.0/16', *comment, '-j', 'ACCEPT')
+    host.ipt('-A', chain, '!', '-d', '224.0.0.0/4', *comment, '-j', 'MASQUERADE')
+    host.ipt('-A', 'POSTROUTING', '-s', '10.88.0.5', *comment, '-j', chain)
+    return chain
+
+
 def test_after_mode_answers_as_the_role_will_leave_each_host(fleet):
     """Last (it repairs the fleet): after mode, then the role really runs, then the plain answer must be the
-    after answer, host by host."""
+    after answer, host by host.  The play passes each host's daemon steps: east-2's CNI network's rules, which
+    the role's CNI step removes, are named in its notes, and gone after the real run."""
+    pods = pod_network(fleet.host('east-2'))
     before = dict((h.name, h.nat()) for h in fleet.hosts)
     run = fleet.playbook('explain.yml', extra_vars=dict(FLOW, after=True))
     assert run.rc == 0, run.explain()
     assert dict((h.name, h.nat()) for h in fleet.hosts) == before
     answers = run.results('Explain the flow')
+    removes = [n for n in answers['east-2']['notes'] if n.startswith("after mode: the role's cni step removes")]
+    assert len(removes) == 1 and removes[0].count(pods) == 3, answers['east-2']['notes']
+    assert not [n for n in answers['west-2']['notes'] if 'step removes' in n], answers['west-2']['notes']
     assert answers['east-1']['after'] is True and answers['east-1']['now']['verdict'] == 'unchanged'
     # cluster_west puts our jump first (ip_masq_jump_position: first): the role moves it back before Docker's
     # and the CNI network's rules, so ours decides there too; the Docker rule stays (ip_masq_docker: skip here).
@@ -107,6 +135,7 @@ def test_after_mode_answers_as_the_role_will_leave_each_host(fleet):
     ran = fleet.playbook('site.yml', extra_vars={'ip_masq_audit': 'warn'})
     assert ran.rc == 0, ran.explain()
     assert 'MASQUERADE' in fleet.host('west-1').nat() and 'docker0' in fleet.host('west-1').nat()
+    assert '-j %s' % pods not in fleet.host('east-2').nat() and '-A %s ' % pods not in fleet.host('east-2').nat()
     run = fleet.playbook('explain.yml', extra_vars=FLOW)
     assert run.rc == 0, run.explain()
     real = dict((name, (res['verdict'], res['decided_by']['owner'], res['decided_by']['chain'],

@@ -36,7 +36,6 @@ import collections
 import json
 import os
 import random
-import re
 import shutil
 import subprocess
 import sys
@@ -46,6 +45,7 @@ import time
 import pytest
 
 from ipmasq_lab import cni, netlab, topology
+from ipmasq_lab.explained import Sorted
 # autouse: the root namespace stays as it was.
 from test_packets import root_namespace_untouched  # noqa: F401 pylint: disable=unused-import
 from ipmasq_lab.topology import NODE_CL4, NODE_EXT4, NODE_LL4, POD4, Topology
@@ -309,7 +309,8 @@ def test_explanation_agrees_with_real_packets():
     policies = max(2, -(-CASES // FLOWS_PER_POLICY))
     per_policy = -(-CASES // policies)
     started = time.monotonic()
-    total, unknown, ties, wrong, missing = 0, [], [], [], []
+    total, missing, tally = 0, [], Sorted(expected)
+    unknown, ties, wrong = tally.unknown, tally.ties, tally.wrong
     verdicts, deciders = collections.Counter(), collections.Counter()
     with ExplainTopology.with_tools('nft', ipv6=False) as topo:
         topo.node.exec([topo.backend.tool('iptables-restore'), '--noflush'], input=FOREIGN_IPT)
@@ -337,15 +338,8 @@ def test_explanation_agrees_with_real_packets():
                     missing.append((flow, answer['msg'], 'receiver saw %s, conntrack %s' % (got, left)))
                 elif left != got:
                     wrong.append((args, flow, answer['msg'], 'receiver saw %s, conntrack says %s' % (got, left)))
-                elif answer['verdict'] == 'unknown' and answer['candidates']:
-                    # Equal priority, different translations: the packet took one of them.
-                    ties.append((flow, answer['reason']))
-                    if got not in [expected(flow, c) for c in answer['candidates']]:
-                        wrong.append((args, flow, answer['msg'], answer['candidates'], 'receiver saw %s' % got))
-                elif answer['verdict'] == 'unknown':
-                    unknown.append((flow, answer['reason'], got))
-                elif got != expected(flow, answer):
-                    wrong.append((args, flow, answer['msg'], answer['decided_by'], 'receiver saw %s' % got))
+                else:
+                    tally.add((args,), flow, answer, got)
     took = time.monotonic() - started
     print('snat_explain packets: %d flows over %d policies in %.1f s (seed %d): %s; deciding owners %s; %d of the '
           'unknown are equal-priority chains that disagree' % (total, policies, took, SEED, dict(verdicts),
@@ -363,12 +357,6 @@ def test_explanation_agrees_with_real_packets():
     assert deciders['cni'], dict(deciders)
 
 
-def rules_now(topo):
-    """Both listings without their counters (a stray packet moves them; the rules are what must not change)."""
-    return (re.sub(r'\[\d+:\d+\]', '[-:-]', topo.nat_save()),
-            re.sub(r'counter packets \d+ bytes \d+', 'counter', topo.node.exec(['nft', 'list', 'ruleset']).stdout))
-
-
 def test_module_answers_and_reads_only():
     """The module itself, on one node with ours and the foreign rules:
     every command it ran is a listing, the node is the same afterwards, bad
@@ -377,7 +365,7 @@ def test_module_answers_and_reads_only():
         topo.node.exec([topo.backend.tool('iptables-restore'), '--noflush'], input=FOREIGN_IPT)
         topo.node.exec(['nft', '-f', '-'], input=FOREIGN_NFT)
         assert not module(topo, 'masq_chain', {'backend': 'iptables'}).get('failed')
-        before = rules_now(topo)
+        before = topo.rules_now()
         res = module(topo, 'snat_explain', {'src': POD4, 'dst': topology.EXT4, 'proto': 'udp', 'dport': '30101',
                                             'out_interface': 'to-ext', '_ansible_check_mode': True})
         assert not res.get('failed'), res
@@ -412,7 +400,7 @@ def test_module_answers_and_reads_only():
         assert res['verdict'] == 'unknown' and '! -o docker0 (no out_interface given)' in res['reason'], res
         res = module(topo, 'snat_explain', {'src': '10.244.1.2/24', 'dst': topology.CL4})
         assert res.get('failed') and "src: '10.244.1.2/24' is not an IPv4 or IPv6 address" in res['msg'], res
-        assert rules_now(topo) == before
+        assert topo.rules_now() == before
 
 
 EQUAL_NFT = """table inet other {

@@ -48,8 +48,9 @@ RULE = {
     # View, every backend's audit_read) and names owners with the audit's
     # owners; the backends evaluate their own rules (their explain.py).
     # After mode asks each registered backend for its listings as the
-    # policy run leaves them (Backend.after_run).
-    '_explain': _CORE_BASE + ('_audit', '_core.registry'),
+    # policy run leaves them (Backend.after_run), and runs the role's daemon
+    # steps with the daemons' own modules (the registry's editors).
+    '_explain': _CORE_BASE + ('_audit', '_core.registry', '_daemons'),
     'module_utils': _NODE_SIDE,
     'modules': _NODE_SIDE + ('doc_fragments',),
     'doc_fragments': (),

@@ -13,9 +13,11 @@ it in its own terms, under the writers' lock.
 Standard library only: this file runs on managed nodes.
 """
 
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError, one_line
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry.backends import Backends
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.sync import locked
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.sync import _NoLock, locked
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups import Backups
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups import DEFAULT_BACKUP_DIR, plan_restore
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import Files, check_abs, commit
@@ -119,6 +121,22 @@ def restore(files, backups, result, check_mode, writer, backup, semantic=None):
     return result
 
 
+def checked_params(where, options, given):
+    """A daemon module's options ``given`` (a role's daemon step's ``edit``
+    or ``cleanup``) checked against its argument spec (``COMMON_SPEC`` and
+    its own ``options``), with its defaults; a bad one fails naming
+    ``where`` (``daemons.docker``), before anything runs."""
+    checked = ArgumentSpecValidator(argument_spec(**options)).validate(dict(given))
+    if checked.error_messages:
+        raise MasqError('%s: %s' % (where, '; '.join(checked.error_messages)))
+    return checked.validated_parameters
+
+
+def _unlocked(read, plan, check_mode=False):
+    """``sync.locked`` without the writers' lock: for a plan written in memory (after mode)."""
+    return locked(read, plan, check_mode=check_mode, lock=_NoLock())
+
+
 def bounded(find, argv, seconds=CLI_TIMEOUT):
     """``argv`` under ``timeout`` (when the node has it), so a hanging helper
     (the docker CLI, kubelet --version) cannot hang the module."""
@@ -142,10 +160,14 @@ def remove_rules(run, find, match, check_mode, result):
     result.data.setdefault('removed_rules', [])
     node = Backends(run, find)
     removed = []
+    # The explanation's after mode (``_explain/after.Projection``): its ``run`` writes into
+    # the listings it projects, never the node; the plan is written there, check mode too,
+    # under no lock (it reads the node only), so the explanation sees what this clean-up leaves.
+    in_memory = getattr(run, 'in_memory', False) is True
     for backend in node.cleaners(match):
         earlier = list(result['removed_rules'])
         try:
-            done = node.remove(backend, match, check_mode, locked)
+            done = node.remove(backend, match, check_mode and not in_memory, _unlocked if in_memory else locked)
         except MasqError as e:
             if not earlier:
                 raise

@@ -26,6 +26,7 @@ import collections
 import contextlib
 import json
 import os
+import re
 import select
 import signal
 import subprocess
@@ -255,6 +256,12 @@ class Topology:
             return self.backend.save(self.node, family)
         tool = 'iptables-save' if family == 4 else 'ip6tables-save'
         return self.node.exec([tool, '-t', 'nat']).stdout
+
+    def rules_now(self):
+        """The node's IPv4 nat listing and its nft ruleset, both without their
+        counters (a stray packet moves them; the rules are what must not change)."""
+        return (re.sub(r'\[\d+:\d+\]', '[-:-]', self.nat_save()),
+                re.sub(r'counter packets \d+ bytes \d+', 'counter', self.node.exec(['nft', 'list', 'ruleset']).stdout))
 
     def playbook(self, path, extra_vars=None, **kwargs):
         """Run ``ansible-playbook`` in the node namespace (see netlab.playbook)."""

@@ -361,6 +361,15 @@ class Backend:
         return None
 
     @classmethod
+    def after_write(cls, tool, argv, data, run):
+        """The explanation's after mode: a daemon's clean-up (``_daemons/base.remove_rules``)
+        writes its planned removal of this backend's command ``argv`` (stdin ``data``) into
+        the projection, not the node: a result like a policy run's (what ``after_run``
+        applies to the listings, in memory), read through ``run`` where it needs the node
+        (never written).  None: not this backend's write."""
+        return None
+
+    @classmethod
     def after_notes(cls, result):
         """What the policy run ``result`` would write in this backend that an
         answer after the role does not show, in words."""

@@ -236,6 +236,12 @@ class IptablesOnPath(Backend):
         return restore_text.after_run(tool, argv, data, results, run)
 
     @classmethod
+    def after_write(cls, tool, argv, data, run):
+        """A daemon's removal as a restore input to apply in memory (``restore_text.after_write``)."""
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import restore_text  # after mode only: loaded by it alone
+        return restore_text.after_write(tool, argv, data, run)
+
+    @classmethod
     def after_notes(cls, result):
         from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend import restore_text  # after mode only: loaded by it alone
         return restore_text.after_notes(result)

@@ -7,8 +7,9 @@
 """The SNAT explanation "after the role" (``_explain/after.py``), the
 iptables part: an ``iptables-save -t nat`` listing with a policy run's
 ``iptables-restore --noflush`` input applied in memory (:class:`SaveText`),
-and :func:`after_run`, what ``IptablesOnPath.after_run`` answers.  Loaded
-only in after mode.
+and :func:`after_run`, what ``IptablesOnPath.after_run`` answers; a
+daemon's clean-up restore is recorded the same way (:func:`after_write`).
+Loaded only in after mode.
 
 Standard library only: this file runs on managed nodes.
 """
@@ -19,6 +20,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backen
 
 _SAVE = re.compile(r'^ip(6?)tables(-legacy|-nft)?-save$')
 _TOOL = re.compile(r'^ip6?tables(-legacy|-nft)?(-save|-restore)?$')
+_RESTORE = re.compile(r'^ip(6?)tables(-legacy|-nft)?-restore$')
 _BUILTIN = ('PREROUTING', 'INPUT', 'OUTPUT', 'POSTROUTING')
 
 
@@ -122,16 +124,36 @@ def after_run(tool, argv, data, results, run):
     if rc != 0 or not match or list(argv[1:]) != ['-t', 'nat']:
         return rc, out, err
     family = 6 if match.group(1) else 4
-    payloads = [(r.get('ipv%d' % family) or {}).get('restore_input') for r in results]
-    payloads = [p for p in payloads if p]
-    # The flavour the policy is written with: the tools on PATH (the last run's that says).
+    # The flavour the policy is written with: the tools on PATH (the last run's that says);
+    # a daemon's clean-up (after_write) says its own.
     flavour = ([r.get('backend') for r in results if r.get('backend')] or [None])[-1]
-    if payloads and (_flavour(tool, out) or flavour) == flavour:
+    listed = _flavour(tool, out)
+    payloads = [(r.get('ipv%d' % family) or {}).get('restore_input') for r in results
+                if (listed or r.get('flavour', flavour)) == r.get('flavour', flavour)]
+    payloads = [p for p in payloads if p]
+    if payloads:
         table = SaveText(out)
         for payload in payloads:
             table.restore(payload)
         out = table.text()
     return rc, out, err
+
+
+def after_write(tool, argv, data, run):
+    """A daemon's removal, ``iptables-restore --noflush`` input (``data``)
+    of the tools ``argv`` names, as a result :func:`after_run` applies to the
+    listings of those tools' flavour (their ``-save`` asks it, through
+    ``run``); None for another command."""
+    match = _RESTORE.match(tool)
+    if not match or data is None or '--noflush' not in argv:
+        return None
+    family = 6 if match.group(1) else 4
+    save = argv[0][:-len('-restore')] + '-save'
+    rc, out, _err = run([save, '-t', 'nat'])
+    if rc != 0:
+        raise MasqError('after mode: %s -t nat failed (rc=%d), so the removal of %r cannot be projected.'
+                        % (save, rc, data))
+    return {'ipv%d' % family: {'restore_input': data}, 'flavour': _flavour(save.rsplit('/', 1)[-1], out)}
 
 
 def after_notes(result):

@@ -284,6 +284,12 @@ class Nftables(Backend):
         from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend import ruleset_text  # after mode only: loaded by it alone
         return ruleset_text.after_run(tool, argv, data, results, run)
 
+    @classmethod
+    def after_write(cls, tool, argv, data, run):
+        """A daemon's removal as a transaction to apply in memory (``ruleset_text.after_write``)."""
+        from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend import ruleset_text  # after mode only: loaded by it alone
+        return ruleset_text.after_write(tool, argv, data)
+
     def audit_read(self, view, family):
         """The whole ruleset: every nft table, not only ours."""
         if family is not None:

@@ -7,7 +7,8 @@
 """The SNAT explanation "after the role" (``_explain/after.py``), the
 nftables part: an ``nft -j list ruleset`` listing with a policy run's
 ``nft -j -f -`` transaction applied in memory (:class:`Ruleset`), and
-:func:`after_run`, what ``Nftables.after_run`` answers.  Loaded only in
+:func:`after_run`, what ``Nftables.after_run`` answers; a daemon's
+clean-up transaction is recorded the same way (:func:`after_write`).  Loaded only in
 after mode.
 
 Standard library only: this file runs on managed nodes.
@@ -100,3 +101,12 @@ def after_run(tool, argv, data, results, run):
             ruleset.load(transaction)
         out = ruleset.text()
     return rc, out, err
+
+
+def after_write(tool, argv, data):
+    """A daemon's removal, an ``nft -j -f -`` transaction (``data``), as a
+    result whose transaction :func:`after_run` applies; None for another
+    command, or a batch that only lists."""
+    if tool != 'nft' or data is None or '-f' not in argv or _lists_only(data):
+        return None
+    return {'nftables': {'transaction': data}}
