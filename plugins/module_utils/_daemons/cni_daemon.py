@@ -18,7 +18,7 @@ directories), not only those of the networks this daemon edits.
 Standard library only: this file runs on managed nodes.
 """
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni_names import CHAIN_PREFIX, CNI_CONF_DIR, NFT_TABLE
+from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni_names import CHAIN_PREFIX, CNI_CACHE_DIR, CNI_CONF_DIR, NFT_TABLE
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.daemon import Daemon
 
 
@@ -48,7 +48,12 @@ DAEMON = Daemon(
         description=('The directories of the CNI network files (the container runtime\'s CNI C(conf_dir)), absolute '
                      'paths. V([]) is no directory - the CNI part then reads, edits and restores nothing, and '
                      'O(ip_masq_cni=manage) is refused.'),
-        type='list', elements='path', default=[CNI_CONF_DIR]))},
+        type='list', elements='path', default=[CNI_CONF_DIR])),
+        'ip_masq_cni_cache_dir': ('cache_dir', dict(
+            description=('libcni\'s cache directory (the container runtime\'s, with C(results/) below it), an absolute '
+                         'path: the CNI part reads there which containers of a network still run, before it removes '
+                         'the chains of those that are gone. It only reads there.'),
+            type='path', default=CNI_CACHE_DIR))},
     policy=('ipv6',),
     read={'remove_stale_rules': True},
     edit={'remove_stale_rules': True},
