@@ -49,7 +49,6 @@ import time
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import metrics
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.nfevents import Events
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.node import runner
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model import options
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry.backends import nf_tables_of_ours
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.upstream_config.golang import parse_duration
@@ -132,6 +131,9 @@ class Watcher:
         self.next_tick = None
         self.wake_r = self.wake_w = None
         self.last_code = None
+        # The pids of our cycles' last commands (``runner.make_run``'s
+        # ``record``): the back-off line skips our own transactions.
+        self.spawned = []
 
     # -- signals --------------------------------------------------------------
 
@@ -183,7 +185,7 @@ class Watcher:
         """One cycle (``resync.run_cycle``); True when it wrote."""
         watch = dict(self.pending, cause=cause, first_event=first_event)
         self.pending = {'events': 0, 'backoffs': 0}
-        seen = {'watch': watch}
+        seen = {'watch': watch, 'spawned': self.spawned}
         self.last_code = self.run_cycle(self.opts, self.log, seen)
         result = seen.get('result')
         # A cycle that failed (exit code 1: a write refused, the lock not had)
@@ -225,7 +227,7 @@ class Watcher:
             self.pending['backoffs'] += 1
             self.log('warning', 'backing off: %d repairs in the last %s, another writer keeps removing ours '
                      '(the last change: %s); ours is put back at the next safety-net cycle in %s.'
-                     % (len(self.repairs), seconds_text(WINDOW), describe(seen, runner.SPAWNED),
+                     % (len(self.repairs), seconds_text(WINDOW), describe(seen, self.spawned),
                         seconds_text(round(max(0.0, self.next_tick - now)))))
             self.count_now()
             return

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import metrics, resync, watch
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.node import nfevents
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.node import nfevents, runner
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.nfevents import Event
 
 DELRULE = Event('delrule', 'ip', 'nat', None, None)
@@ -204,3 +204,27 @@ def test_the_back_off_names_the_last_transaction_and_its_writer():
     assert watch.describe(theirs + ours) == 'newrule ip nat; committed by iptables-restor (pid 7)'
     # Only ours: ours is what there is to name.
     assert watch.describe(ours, own=[7]) == 'newrule ip nat; committed by iptables-restor (pid 7)'
+
+
+def test_the_back_off_skips_the_transactions_of_the_commands_our_cycles_ran(rig):
+    """The cycle's runner records its commands' pids in the list the watcher
+    passes it (``seen['spawned']``, runner.make_run's ``record``); the
+    back-off line names the other writer's transaction, not our repair's."""
+    watcher, _events, _cycles, lines, _writes = rig
+    ours = []
+
+    def run_cycle(_opts, _log, seen):
+        run = runner.make_run(timeout=5, record=seen['spawned'])
+        ours.append(int(run(['/bin/sh', '-c', 'echo $$'])[1]))
+        seen['result'] = {'actions': ['IPv4: repaired'], 'selected_backend': 'iptables', 'iptables_flavour': 'nf_tables'}
+        return resync.EXIT_OK
+
+    watcher.run_cycle = run_cycle
+    for _i in range(watch.LIMIT):
+        watcher.on_events([DELRULE, GEN], False)
+    assert watcher.spawned == ours[-runner.RECORDED:]
+    # Our last repair's transaction is read after the remover's: the remover's is named.
+    mine = Event('newgen', None, None, ours[-1], 'iptables-restor')
+    watcher.on_events([DELRULE, GEN, Event('newrule', 'ip', 'nat', None, None), mine], False)
+    said = [msg for level, msg in lines if 'backing off' in msg]
+    assert len(said) == 1 and 'committed by iptables (pid 4242)' in said[0], said
