@@ -95,6 +95,30 @@ def test_a_burst_is_a_bounded_number_of_repairs_and_a_remover_loop_makes_it_back
             rig.metric('ip_masq_agent_repairs_total', '{cause="event"}')
         line = [x for x in rig.log().splitlines() if 'backing off' in x][0]
         assert 'committed by iptables' in line and 'delrule ip nat' in line, line
+        # What stands in our place: nothing (the remover flushes the chain).
+        assert 'the nat postrouting path now holds no SNAT rule (flushed)' in line, line
+        assert rig.stop() == 0
+        assert watchlab.wait(lambda: rig.metric('ip_masq_agent_backoffs_total') == 1, 3)
+        assert 'Traceback' not in rig.log()
+
+
+def test_the_back_off_names_the_audit_s_owner_of_the_rule_in_our_place(tmp_path):
+    """A remover that puts Docker's default-bridge MASQUERADE where ours was
+    (an iptables-restore of the nat table, every 100 ms): the back-off line
+    names the committing process and the rule now in the postrouting path,
+    with its owner as the audit tells it (docker)."""
+    with watchlab.Rig(tmp_path, 'nft', 'iptables', agent_cls=Agent) as rig:
+        rig.start('watch', interval='60s')
+        # Bounded at 90 s (a loaded machine repairs slower; the loop ends at the back-off).
+        loop = rig.remover('docker restore', 0.1, 90)
+        assert watchlab.wait(lambda: 'backing off' in rig.log(), 85), rig.log()
+        loop.kill()
+        loop.wait(timeout=10)
+        line = [x for x in rig.log().splitlines() if 'backing off' in x][0]
+        assert 'committed by iptables-restor' in line, line
+        assert ("the nat postrouting path now holds docker's MASQUERADE "
+                "(-A POSTROUTING -s 172.17.0.0/16 ! -o docker0 -j MASQUERADE)") in line, line
+        assert len(line.splitlines()) == 1
         assert rig.stop() == 0
         assert watchlab.wait(lambda: rig.metric('ip_masq_agent_backoffs_total') == 1, 3)
         assert 'Traceback' not in rig.log()

@@ -27,7 +27,8 @@ BUILT_IN = tuple(registry.names())
 
 
 def test_the_generated_yaml_and_docs_are_the_registry_s():
-    """defaults/main.yml, meta/argument_specs.yml and the docs' table: run scripts/gen_daemons.py when this fails."""
+    """defaults/main.yml, meta/argument_specs.yml, the docs' table and the core's owner table
+    (_core/agent/owner_table.py): run scripts/gen_daemons.py when this fails."""
     proc = subprocess.run([sys.executable, os.path.join(ROOT, 'scripts', 'gen_daemons.py'), '--check'],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -18,10 +18,7 @@ as it is when they are read (a test may register a daemon).
 Standard library only: this file runs on managed nodes.
 """
 
-import ipaddress
-import re
-
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.conds import net
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine import attribution
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.walk import Clues
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import OUR_COMMENT_PREFIX
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons import registry
@@ -77,7 +74,7 @@ LIBVIRT = Owner(
           '(virsh net-edit), or %(allow_owner)s'),
 )
 
-UNKNOWN = 'unknown'
+UNKNOWN = attribution.UNKNOWN
 UNKNOWN_HINT = ('find the tool that writes this rule and switch its masquerading off, or %(allow_rule)s')
 # How a hint says "allow it", in the words of who applies the policy (the
 # audit's ``advice``): the module's option ``allow``, or the role's variable.
@@ -114,9 +111,8 @@ class _Catalogue:
         self.service_owners = frozenset(o.name for o in self.catalogue if o.service)
         self.hints = dict((o.name, o.hint) for o in self.catalogue)
         self.hints[UNKNOWN] = UNKNOWN_HINT
-        self.ifaces = tuple((re.compile(p), o.name) for o in self.catalogue for p in o.ifaces)
-        self.comment_patterns = tuple((re.compile(p), o.name) for o in self.catalogue for p in o.comment_patterns)
-        self.subnets = tuple((ipaddress.ip_network(s), o.name) for o in self.catalogue for s in o.subnets)
+        # The clues' rules are the core's (the resync's watcher reads them too).
+        self.attribution = attribution.Attribution(attribution.rows(self.catalogue), OURS.name)
 
 
 _CACHE = []
@@ -149,67 +145,11 @@ def hint(owner, chain, advice='module'):
     return _current().hints[owner] % values
 
 
-def _from_chain(name, our_chain):
-    if name == our_chain:
-        return OURS.name
-    upper = name.upper()
-    for owner in _current().catalogue:
-        if upper.startswith(owner.chains):
-            return owner.name
-    return None
-
-
-def _from_comment(comment):
-    """Prefixes first, then words, then patterns."""
-    c = comment.strip()
-    low = c.lower()
-    known = _current()
-    for owner in known.catalogue:
-        if owner.comments and low.startswith(owner.comments):
-            return owner.name
-    for owner in known.catalogue:
-        if any(word in low for word in owner.comment_words):
-            return owner.name
-    for pattern, name in known.comment_patterns:
-        if pattern.search(c):
-            return name
-    return None
-
-
-def _from_iface(iface):
-    name = iface.rstrip('+')
-    for pattern, owner in _current().ifaces:
-        if pattern.match(name):
-            return owner
-    return None
-
-
 def attribute(path, cond, our_chain, nft_table=None):
     """Who wrote a rule: by nft table name, then chain names (innermost
-    first), comments, interfaces, and well-known default subnets."""
-    if nft_table is not None:
-        low = nft_table.lower()
-        for owner in _current().catalogue:
-            if any(fragment in low for fragment in owner.tables):
-                return owner.name
-    for name in reversed(path):
-        owner = _from_chain(name, our_chain)
-        if owner:
-            return owner
-    for comment in reversed(cond.comments):
-        owner = _from_comment(comment)
-        if owner:
-            return owner
-    for iface in cond.ifaces:
-        owner = _from_iface(iface)
-        if owner:
-            return owner
-    for neg, text in cond.sources:
-        network = net(text)
-        for subnet, owner in _current().subnets:
-            if not neg and network is not None and network.version == 4 and network.subnet_of(subnet):
-                return owner
-    return UNKNOWN
+    first), comments, interfaces, and well-known default subnets
+    (``_core/engine/attribution.py``)."""
+    return _current().attribution.attribute(path, cond, our_chain, nft_table)
 
 
 def decide(sources, our_chain):

@@ -9,7 +9,7 @@ packet leaves with, and why (the ``snat_explain`` module).
 
 * ``flow.py``: the flow the user asks about, checked (:func:`flow.parse`);
 * ``node.py``: reading the node, once and only reading, through the
-  audit's reader (``_audit.node.View``: every registered backend's
+  audit's reader (``_core.registry.audit_view.View``: every registered backend's
   ``audit_read``), and the node's own addresses from /proc;
 * ``answer.py``: the kernel's order of the nat postrouting base chains and
   the answer (:func:`answer.explain`), pure.

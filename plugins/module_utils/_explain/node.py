@@ -5,7 +5,7 @@
 #
 # NOTE: private to the ipmasq.agent collection; not a public API.
 """Reading the node for the SNAT explanation, once and only reading: the
-audit's reader (``_audit.node.View``: every registered backend's
+audit's reader (``_core.registry.audit_view.View``: every registered backend's
 ``audit_read``, every command refused but their listings) and the node's
 own addresses (/proc/net/fib_trie, /proc/net/if_inet6: what ``addrtype
 --dst-type LOCAL`` and ``fib daddr type local`` ask).
@@ -15,10 +15,11 @@ Standard library only: this file runs on managed nodes.
 
 import ipaddress
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._audit.node import INCLUDE_NFT, View, _no_reader
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit.node import INCLUDE_NFT, _no_reader
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import DEFAULT_CHAIN, validate_chain_name
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.proc import read_proc
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry.audit_view import View
 from ansible_collections.ipmasq.agent.plugins.module_utils._explain.answer import explain, programs_of
 
 FIB_TRIE = '/proc/net/fib_trie'

@@ -36,6 +36,9 @@ PYTHON = '/usr/bin/python3'
 PERIOD = 0.02           # the stream: a packet every 20 ms
 NAT_WITHOUT_OURS = '*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n' \
                    ':POSTROUTING ACCEPT [0:0]\nCOMMIT\n'
+# A nat table where Docker's default-bridge MASQUERADE stands in place of ours
+# (the remover ``docker restore``: an iptables-restore of it, which flushes ours).
+NAT_DOCKER_NOT_OURS = NAT_WITHOUT_OURS.replace('COMMIT', '-A POSTROUTING -s 172.17.0.0/16 ! -o docker0 -j MASQUERADE\nCOMMIT')
 # The flush kinds, per policy backend.
 KINDS = {
     'iptables': ('iptables -t nat -F POSTROUTING', 'iptables-restore', 'nft flush ruleset'),
@@ -212,15 +215,21 @@ class Rig:
 
     def remover(self, kind, period, seconds, count=None):
         """A loop in the node that takes ours away every ``period`` s for ``seconds`` s
-        (at most ``count`` times; Popen)."""
+        (at most ``count`` times; Popen); ``docker restore`` puts Docker's
+        MASQUERADE in its place (:data:`NAT_DOCKER_NOT_OURS`)."""
         tool = self.topo.backend.tool
         nft = shutil.which('nft') or '/usr/sbin/nft'
         argv = {'iptables -t nat -F POSTROUTING': [tool('iptables'), '-w', '-t', 'nat', '-F', 'POSTROUTING'],
                 'nft delete table': [nft, 'delete', 'table', 'inet', 'ip-masq-agent'],
-                'nft flush ruleset': [nft, 'flush', 'ruleset']}[kind]
+                'nft flush ruleset': [nft, 'flush', 'ruleset']}
+        if kind == 'docker restore':
+            table = os.path.join(self.base, 'nat-docker.rules')
+            with open(table, 'w') as handle:
+                handle.write(NAT_DOCKER_NOT_OURS)
+            argv['docker restore'] = [tool('iptables-restore'), table]
         count = count or int(seconds / period) + 1
         loop = [sys.executable, os.path.abspath(__file__), 'loop', '%g' % period, str(count), '%g' % seconds, '--']
-        proc = self.topo.node.popen(cni.guarded(self.topo.node, loop + argv), stdout=subprocess.PIPE,
+        proc = self.topo.node.popen(cni.guarded(self.topo.node, loop + argv[kind]), stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True)
         self.procs.append(proc)
         return proc

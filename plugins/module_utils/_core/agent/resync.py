@@ -233,7 +233,9 @@ def cycle(opts, log, seen=None):
     """Run one cycle; return the exit code.  With ``--metrics-dir`` (and not
     ``--check``) its metrics are written at its end, whatever its outcome.
     ``seen`` (the watch mode's): a dict the cycle fills (``result``, ...);
-    its ``watch`` entry goes to the metrics (``metrics.update``)."""
+    its ``watch`` entry goes to the metrics (``metrics.update``), and its
+    ``spawned`` list gets the pids of the commands the cycle runs
+    (``runner.make_run``'s ``record``)."""
     seen = {} if seen is None else seen
     if not opts.metrics_dir or opts.check:
         return _cycle(opts, log, seen)
@@ -309,7 +311,7 @@ def _cycle(opts, log, seen):
                     % (opts.config, settings['resync_interval'], timer))
 
     try:
-        result = sync(policy, Backends(make_run(), find, choice=opts.backend), check_mode=opts.check)
+        result = sync(policy, Backends(make_run(record=seen.get('spawned')), find, choice=opts.backend), check_mode=opts.check)
     except PolicyTooLargeError as e:
         # The file's policy is too big for the backend (found before anything
         # was written): refused like a bad file, the last good one enforced.
@@ -321,7 +323,7 @@ def _cycle(opts, log, seen):
         policy = _fallback(opts, state_text, log, refused)
         if policy is None:
             return EXIT_CONFIG
-        result = sync(policy, Backends(make_run(), find, choice=opts.backend), check_mode=opts.check)
+        result = sync(policy, Backends(make_run(record=seen.get('spawned')), find, choice=opts.backend), check_mode=opts.check)
     seen.update(result=result, policy=policy)
     if not new_config and not opts.check:
         # A repair of the configuration already enforced: drift (a changed file's first apply is not).

@@ -41,7 +41,9 @@ events in any :data:`WINDOW` seconds.  Beyond that another writer keeps removing
 (a firewall reloading in a loop, a script that flushes the nat table): the
 watcher backs off, reading events without acting on them, until its next
 safety-net cycle; it says so once in the journal (what changed last and
-the process that committed it, as the kernel names it) and counts it
+the process that committed it, as the kernel names it; and the SNAT rules
+that now stand in our place in the nat postrouting path, with their owners
+as the audit tells them, or "flushed": ``standing.py``) and counts it
 (``backoffs_total``).
 
 ``--mode auto`` watches where the policy lives in nf_tables (iptables-nft
@@ -123,12 +125,22 @@ def describe(events, own=()):
     return words or 'events'
 
 
+def standing_words(opts):
+    """What stands in our place now, and whose it is by the audit's rules (``standing.py``)."""
+    # Start-up cost: the node's reading and the owners load only at a back-off, never for a repair.
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import standing  # pylint: disable=import-outside-toplevel
+    return standing.describe(runner.make_run(), runner.find, opts.masq_chain, (4, 6) if opts.enable_ipv6 else (4,))
+
+
 class Watcher:
     """The loop.  ``run_cycle(opts, log, seen)`` is the resync's cycle
     (``resync.run_cycle``: its errors logged, the exit code returned);
-    ``events_factory`` makes the subscription (``nfevents.Events``)."""
+    ``events_factory`` makes the subscription (``nfevents.Events``);
+    ``standing(opts)`` words what stands in our place at a back-off
+    (:func:`standing_words`)."""
 
-    def __init__(self, opts, log, run_cycle, events_factory=Events, clock=time.monotonic, generation=generation):
+    def __init__(self, opts, log, run_cycle, events_factory=Events, clock=time.monotonic, generation=generation,
+                 standing=None):
         self.opts = opts
         self.log = log
         self.run_cycle = run_cycle
@@ -136,6 +148,7 @@ class Watcher:
         self.interval = interval_seconds(opts)
         self.ours = set(nf_tables_of_ours(opts.masq_chain))
         self.events_factory = events_factory
+        self.standing = standing or standing_words
         self.events = None
         self.repairs = []           # when each event-caused repair ended (the window's)
         self.backing_off = False
@@ -149,6 +162,9 @@ class Watcher:
         self.generation = generation
         self.verified = None
         self.changed = True
+        # The pids of our cycles' last commands (``runner.make_run``'s
+        # ``record``): the back-off line skips our own transactions.
+        self.spawned = []
 
     # -- signals --------------------------------------------------------------
 
@@ -201,7 +217,7 @@ class Watcher:
         """One cycle (``resync.run_cycle``); True when it wrote."""
         watch = dict(self.pending, cause=cause, first_event=first_event)
         self.pending = {'events': 0, 'backoffs': 0}
-        seen = {'watch': watch}
+        seen = {'watch': watch, 'spawned': self.spawned}
         self.changed = False
         before = self.fingerprint() if self.events is not None else None
         self.last_code = self.run_cycle(self.opts, self.log, seen)
@@ -248,8 +264,8 @@ class Watcher:
             self.backing_off = True
             self.pending['backoffs'] += 1
             self.log('warning', 'backing off: %d repairs in the last %s, another writer keeps removing ours '
-                     '(the last change: %s); ours is put back at the next safety-net cycle in %s.'
-                     % (len(self.repairs), seconds_text(WINDOW), describe(seen, runner.SPAWNED),
+                     '(the last change: %s; %s); ours is put back at the next safety-net cycle in %s.'
+                     % (len(self.repairs), seconds_text(WINDOW), describe(seen, self.spawned), self.standing(self.opts),
                         seconds_text(round(max(0.0, self.next_tick - now)))))
             self.count_now()
             return

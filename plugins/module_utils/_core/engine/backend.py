@@ -382,7 +382,7 @@ class Backend:
         anything but the registered backends' ``audit_listings``): this
         backend's nat rules of ``family`` (4 or 6), or with ``family`` None
         those that belong to no family, as a list of :class:`AuditFinding`.
-        ``view`` (``_audit.node.View``) holds how to reach the node, the
+        ``view`` (``_core.registry.audit_view.View``) holds how to reach the node, the
         audit's ``chain`` and ``notes``, and what a kind of backend shares
         across its reads (``view.kept``)."""
         return []

@@ -53,17 +53,17 @@ def _exit_code(status):
     return -os.WTERMSIG(status)
 
 
-# The pids of the last commands run (at most 32): the watcher tells our own
-# writes' netfilter events by the committing pid (``watch.describe``).
-SPAWNED = []
+# How many pids a ``record`` list keeps (the last ones).
+RECORDED = 32
 
 
-def _spawned(pid):
-    SPAWNED.append(pid)
-    del SPAWNED[:-32]
+def _spawned(record, pid):
+    if record is not None:
+        record.append(pid)
+        del record[:-RECORDED]
 
 
-def _spawn(argv, data, env, timeout):
+def _spawn(argv, data, env, timeout, record):
     """posix_spawn + select: feed ``data`` on stdin, collect stdout and stderr."""
     import select  # pylint: disable=import-outside-toplevel
     import time  # pylint: disable=import-outside-toplevel
@@ -80,7 +80,7 @@ def _spawn(argv, data, env, timeout):
     try:
         # The resync runs outside Ansible: there is no AnsibleModule.run_command to call.
         pid = os.posix_spawn(argv[0], argv, env, file_actions=actions)  # pylint: disable=ansible-bad-function
-        _spawned(pid)
+        _spawned(record, pid)
     except OSError as e:
         for fd in (out_r, out_w, err_r, err_w, in_r, in_w):
             if fd is not None:
@@ -137,7 +137,7 @@ def _spawn(argv, data, env, timeout):
     return _exit_code(status), _decode(b''.join(chunks[out_r])), _decode(b''.join(chunks[err_r]))
 
 
-def _subprocess(argv, data, env, timeout):
+def _subprocess(argv, data, env, timeout, record):
     import subprocess  # pylint: disable=import-outside-toplevel
 
     try:
@@ -145,7 +145,7 @@ def _subprocess(argv, data, env, timeout):
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     except OSError as e:
         return NOT_RUN_RC, '', '%s: %s' % (argv[0], e.strerror or e)
-    _spawned(proc.pid)
+    _spawned(record, proc.pid)
     try:
         out, err = proc.communicate(None if data is None else data.encode('utf-8', 'surrogateescape'),
                                     timeout=timeout)
@@ -156,12 +156,15 @@ def _subprocess(argv, data, env, timeout):
     return proc.returncode, _decode(out), _decode(err)
 
 
-def make_run(timeout=COMMAND_TIMEOUT):
-    """``run(argv, data=None) -> (rc, stdout, stderr)``; ``data`` goes to stdin."""
+def make_run(timeout=COMMAND_TIMEOUT, record=None):
+    """``run(argv, data=None) -> (rc, stdout, stderr)``; ``data`` goes to stdin.
+    ``record``: a list that gets the pid of each command run (the last
+    :data:`RECORDED`): the watcher's (``watch.py``), which tells our own
+    writes' netfilter events by the committing pid."""
     env = _env()
     spawn = _spawn if hasattr(os, 'posix_spawn') else _subprocess
 
     def run(argv, data=None):
-        return spawn(list(argv), data, env, timeout)
+        return spawn(list(argv), data, env, timeout, record)
 
     return run

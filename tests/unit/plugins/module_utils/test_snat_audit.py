@@ -14,7 +14,8 @@ import pytest
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.allow import parse_allow
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.audit import nat_finding
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.judge import analyse
-from ansible_collections.ipmasq.agent.plugins.module_utils._audit.node import _is_read_only, audit, read_only
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit.node import audit
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry.audit_view import _is_read_only, read_only
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.owners import HINTS, OWNERS
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit import owners
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.audit import ruleset_finding

@@ -24,6 +24,7 @@ from ipmasq_lab.backend_probe import registered
 from ansible_collections.ipmasq.agent.plugins.filter import snat_report
 from ansible_collections.ipmasq.agent.plugins.module_utils import _msg, _snat_sources
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit import node as audit_node
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry import audit_view
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.report import offender_lines
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry import backends
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import metrics
@@ -307,16 +308,16 @@ def test_the_audit_runs_only_the_listings_the_registered_backends_declare(probe)
     refused; a subclass registered from the test with one is let through,
     only that one, and only while it is registered."""
     argv = ['/usr/sbin/probe-nat', '--list', 'ipv4']
-    guarded = audit_node.read_only(lambda argv, data=None: (0, '', ''))
-    assert not audit_node._is_read_only(argv)
+    guarded = audit_view.read_only(lambda argv, data=None: (0, '', ''))
+    assert not audit_view._is_read_only(argv)
     listed = type('ListedProbe', (probe,), {'name': 'probe-listed', 'writes': False,
                                             'audit_listings': (('probe-nat', ('--list', 'ipv4')),)})
     unregister = backends.register(listed)
     try:
-        assert audit_node._is_read_only(argv) and guarded(argv) == (0, '', '')
+        assert audit_view._is_read_only(argv) and guarded(argv) == (0, '', '')
         with pytest.raises(MasqError) as e:
             guarded(['/usr/sbin/probe-nat', '--flush'])
         assert 'refused' in e.value.msg
     finally:
         unregister()
-    assert not audit_node._is_read_only(argv)
+    assert not audit_view._is_read_only(argv)

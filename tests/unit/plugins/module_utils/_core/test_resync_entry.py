@@ -9,6 +9,7 @@ import pytest
 
 from ansible_collections.ipmasq.agent.plugins.module_utils import _resync_code
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import resync as r
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.node import runner
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.runner import make_run
 
 
@@ -110,6 +111,19 @@ def test_run_passes_stdin_and_reports_failures():
     rc, _out, err = run(['/bin/sh', '-c', 'echo oops >&2; exit 3'])
     assert (rc, err) == (3, 'oops\n')
     assert run(['/nonexistent/tool'])[0] == 127
+
+
+def test_run_records_the_pids_of_its_commands_only_in_the_list_it_is_given():
+    """The watcher's record of our own commands (watch.describe skips their
+    transactions) is an argument of the runner, not module state."""
+    pids = []
+    run = runner.make_run(timeout=5, record=pids)
+    assert run(['/bin/sh', '-c', 'echo $$']) == (0, '%d\n' % pids[0], '') and len(pids) == 1
+    for _i in range(runner.RECORDED + 3):
+        run(['/bin/true'])
+    assert len(pids) == runner.RECORDED and len(set(pids)) == runner.RECORDED
+    assert runner.make_run(timeout=5)(['/bin/true'])[0] == 0 and len(pids) == runner.RECORDED
+    assert not hasattr(runner, 'SPAWNED')
 
 
 def test_run_is_bounded_in_time():

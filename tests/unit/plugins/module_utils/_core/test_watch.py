@@ -11,13 +11,19 @@ import time
 
 import pytest
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import metrics, resync, watch
+from ansible_collections.ipmasq.agent.plugins.module_utils._audit import owners
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import metrics, owner_table, resync, standing, watch
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine import attribution
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.conds import Cond
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.node import runner
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.node import nfevents
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.nfevents import Event
 
 DELRULE = Event('delrule', 'ip', 'nat', None, None)
 GEN = Event('newgen', None, None, 4242, 'iptables')
 FILTER = Event('delrule', 'ip', 'filter', None, None)
+# What the rig's back-off reads in our place (standing.words; the real read: tests/integration/test_resync_watch.py).
+STANDING = "the nat postrouting path now holds docker's MASQUERADE (-A POSTROUTING -s 172.17.0.0/16 -j MASQUERADE)"
 
 
 class FakeEvents:
@@ -71,7 +77,7 @@ def rig():
     opts = resync.parse_args(['--mode', 'watch', '--resync-interval', '30s'])
     events = FakeEvents()
     watcher = watch.Watcher(opts, lambda level, msg: lines.append((level, msg)), run_cycle, events_factory=lambda: events,
-                            generation=lambda: 7)
+                            generation=lambda: 7, standing=lambda _opts: STANDING)
     watcher.subscribe()
     watcher.next_tick = time.monotonic() + 30
     yield watcher, events, cycles, lines, writes
@@ -121,6 +127,8 @@ def test_more_than_limit_repairs_a_minute_back_off_until_the_next_tick(rig):
     assert cycles == ['event'] * watch.LIMIT          # backed off: no seventh repair
     said = [msg for level, msg in lines if 'backing off' in msg]
     assert len(said) == 1 and 'delrule ip nat' in said[0] and 'committed by iptables (pid 4242)' in said[0], said
+    assert '(the last change: delrule ip nat; committed by iptables (pid 4242); %s); ours is put back' % STANDING \
+        in said[0], said
     assert watcher.pending['backoffs'] == 1
     # The safety-net tick repairs and ends the back-off.
     watcher.next_tick = time.monotonic() - 1
@@ -364,3 +372,67 @@ def test_a_verified_tick_is_counted_as_a_run_and_keeps_the_cycle_s_lines(tmp_pat
     # The next cycle carries it on.
     text, problem = metrics.update(directory, 'ok', 0.02, now=1120.0, booted=1.0)
     assert problem is None and metrics.parse(text)[(metrics.RUNS, (('result', 'ok'),))] == 3
+def test_the_back_off_skips_the_transactions_of_the_commands_our_cycles_ran(rig):
+    """The cycle's runner records its commands' pids in the list the watcher
+    passes it (``seen['spawned']``, runner.make_run's ``record``); the
+    back-off line names the other writer's transaction, not our repair's."""
+    watcher, _events, _cycles, lines, _writes = rig
+    ours = []
+
+    def run_cycle(_opts, _log, seen):
+        run = runner.make_run(timeout=5, record=seen['spawned'])
+        ours.append(int(run(['/bin/sh', '-c', 'echo $$'])[1]))
+        seen['result'] = {'actions': ['IPv4: repaired'], 'selected_backend': 'iptables', 'iptables_flavour': 'nf_tables'}
+        return resync.EXIT_OK
+
+    watcher.run_cycle = run_cycle
+    for _i in range(watch.LIMIT):
+        watcher.on_events([DELRULE, GEN], False)
+    assert watcher.spawned == ours[-runner.RECORDED:]
+    # Our last repair's transaction is read after the remover's: the remover's is named.
+    mine = Event('newgen', None, None, ours[-1], 'iptables-restor')
+    watcher.on_events([DELRULE, GEN, Event('newrule', 'ip', 'nat', None, None), mine], False)
+    said = [msg for level, msg in lines if 'backing off' in msg]
+    assert len(said) == 1 and 'committed by iptables (pid 4242)' in said[0], said
+
+
+def test_standing_words_name_the_rules_in_our_place_and_their_owners():
+    assert standing.words([]) == 'the nat postrouting path now holds no SNAT rule (flushed)'
+    docker = {'owner': 'docker', 'target': 'MASQUERADE', 'chain': 'POSTROUTING', 'path': ['POSTROUTING'],
+              'rule': '-A POSTROUTING -s 172.17.0.0/16 ! -o docker0 -j MASQUERADE'}
+    kube = {'owner': 'kube-proxy', 'target': 'MASQUERADE', 'chain': 'KUBE-POSTROUTING',
+            'path': ['POSTROUTING', 'KUBE-POSTROUTING'], 'rule': '-A KUBE-POSTROUTING -j MASQUERADE --random-fully'}
+    other = dict(docker, owner='unknown', rule='masquerade')
+    assert standing.words([docker, kube]) == (
+        "the nat postrouting path now holds docker's MASQUERADE (-A POSTROUTING -s 172.17.0.0/16 ! -o docker0 "
+        "-j MASQUERADE), kube-proxy's MASQUERADE in KUBE-POSTROUTING (-A KUBE-POSTROUTING -j MASQUERADE --random-fully)")
+    assert standing.words([docker] * 3 + [other]).endswith('(-A POSTROUTING -s 172.17.0.0/16 ! -o docker0 -j MASQUERADE) '
+                                                           'and 1 more')
+    assert "an unknown owner's MASQUERADE (masquerade)" in standing.words([other])
+
+
+def _cond(**matches):
+    cond = Cond()
+    for name, values in matches.items():
+        getattr(cond, name).extend(values)
+    return cond
+
+
+def test_the_watcher_s_owner_table_attributes_as_the_audit_does():
+    """owner_table.py is the audit's owners (scripts/gen_daemons.py writes it,
+    test_daemons_derived holds it): the core's attribution over it names the
+    same owner as the audit for each kind of clue."""
+    table = attribution.Attribution(owner_table.OWNERS, owner_table.OURS)
+    cases = [
+        (['POSTROUTING'], _cond(ifaces=['docker0']), None),
+        (['POSTROUTING'], _cond(sources=[(False, '172.17.0.0/16')]), None),
+        (['POSTROUTING', 'KUBE-POSTROUTING'], _cond(), None),
+        (['POSTROUTING', 'CNI-1234'], _cond(), None),
+        (['POSTROUTING'], _cond(comments=['name: "cbr0" id: "x"']), None),
+        (['postrouting'], _cond(), 'netavark'),
+        (['POSTROUTING', 'IP-MASQ-AGENT'], _cond(), None),
+        (['POSTROUTING'], _cond(ifaces=['eth0']), None),
+    ]
+    got = [table.attribute(path, cond, 'IP-MASQ-AGENT', nft) for path, cond, nft in cases]
+    assert got == [owners.attribute(path, cond, 'IP-MASQ-AGENT', nft) for path, cond, nft in cases]
+    assert got == ['docker', 'docker', 'kube-proxy', 'cni', 'cni', 'netavark', 'ip-masq-agent', 'unknown']
