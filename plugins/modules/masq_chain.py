@@ -43,8 +43,8 @@ description:
     C(iptables-save) and C(iptables-restore) are; the result says which one was used.
   - With O(backend=nftables) the same policy is one table of its own, C(inet ip-masq-agent) (the chain
     name in lower case), holding interval sets of the non-masquerade prefixes per family, a base chain at the
-    postrouting hook (priority srcnat) that skips local destinations (C(fib daddr type local)), link-local
-    unless masqueraded, and the sets, then masquerades. A new connection costs one set lookup however long
+    postrouting hook (priority C(srcnat + 1), or C(srcnat - 1) with O(jump_position=first)) that skips local
+    destinations (C(fib daddr type local)), link-local unless masqueraded, and the sets, then masquerades. A new connection costs one set lookup however long
     the list is, and there is no jump to keep in place. It is read with one C(nft -j) run and, when it
     differs, replaced whole in one atomic C(nft -j -f -) transaction.
   - The policy lives in one backend only. A run that writes it in one backend removes ours from the other in
@@ -150,7 +150,12 @@ options:
         where it is, as upstream does.
       - V(first) keeps the jump at position 1 of C(POSTROUTING) (moving it there if needed), so earlier
         C(POSTROUTING) rules of other tools cannot act on the traffic first.
-      - The nftables backend has no jump (its chain is a base chain of its own), so this does not apply there.
+      - The nftables backend has no jump (its chain is a base chain of its own); there the same choice sets the
+        chain's priority. V(append) puts it at C(srcnat + 1), after iptables' nat C(POSTROUTING) (legacy and
+        iptables-nft, both at C(srcnat)) and every other chain at C(srcnat); V(first) at C(srcnat - 1), before
+        them. Never at C(srcnat) itself, where the kernel runs whichever chain was made last first (no listing
+        shows which). A table at another priority (C(srcnat), as written before 2.0.0, or the other position) is
+        replaced in one transaction.
     type: str
     choices: [append, first]
     default: append

@@ -55,7 +55,7 @@ def nft_table(elements, rules=True, link_local=True):
     """Our table as nft -f input (a set with ``elements``; the chain empty unless ``rules``)."""
     body = NFT_RULES % (LINK_LOCAL_RULE if link_local else '') if rules else ''
     return ('table inet ip-masq-agent {\n set nonmasq-ipv4 { type ipv4_addr; flags interval; %s}\n'
-            ' chain postrouting {\n  type nat hook postrouting priority srcnat; policy accept;\n%s\n }\n}\n'
+            ' chain postrouting {\n  type nat hook postrouting priority srcnat + 1; policy accept;\n%s\n }\n}\n'
             % ('elements = { %s }; ' % ', '.join(elements) if elements else '', body))
 
 

@@ -79,7 +79,7 @@ def nft_table(sets, rules):
     for name, type_, elements in sets:
         out += ['\tset %s {' % name, '\t\ttype %s' % type_, '\t\tflags interval',
                 '\t\telements = { %s }' % ', '.join(elements), '\t}', '']
-    out += ['\tchain postrouting {', '\t\ttype nat hook postrouting priority srcnat; policy accept;']
+    out += ['\tchain postrouting {', '\t\ttype nat hook postrouting priority srcnat + 1; policy accept;']
     out += ['\t\t' + r for r in rules]
     out += ['\t}', '}']
     return out

@@ -22,7 +22,7 @@ FOREIGN_RETURN = ['-d', '198.51.100.0/24', '-j', 'RETURN']
 # Our table beside our chain, as a switch of backend left half done would leave it.
 HALF_SWITCH = '''table inet ip-masq-agent {
   chain postrouting {
-    type nat hook postrouting priority srcnat; policy accept;
+    type nat hook postrouting priority srcnat + 1; policy accept;
     oifname "imq-none" masquerade comment "ip-masq-agent: left by a switch"
   }
 }

@@ -100,7 +100,7 @@ NFT_RET = 'return comment "ip-masq-agent: cluster-local traffic should not be su
 NFT_MASQ_COMMENT = ('comment "ip-masq-agent: outbound traffic should be subject to MASQUERADE (this match must '
                     'come after cluster-local CIDR matches)"')
 NFT_LOCAL = 'fib daddr type local return comment "ip-masq-agent: local destinations are never subject to MASQUERADE"'
-NFT_HEADER = 'type nat hook postrouting priority srcnat; policy accept;'
+NFT_HEADER = 'type nat hook postrouting priority srcnat + 1; policy accept;'   # jump_position append, the default
 
 
 def nft_view(ns, table=TABLE):

@@ -258,9 +258,15 @@ class _Action:
 
 
 def base_priority(chain):
+    """A base chain's priority as a number: libnftables writes one; a name
+    (``srcnat``) or a name and an offset (``srcnat + 1``, as nft lists our
+    chain) from an older one is read too.  Anything else is returned as is."""
     prio = chain.get('prio')
     if isinstance(prio, int):
         return prio
+    words = prio.split() if isinstance(prio, str) else []
+    if len(words) == 3 and words[0] in PRIORITIES and words[1] in ('+', '-') and words[2].isdigit():
+        return PRIORITIES[words[0]] + int(words[2]) * (1 if words[1] == '+' else -1)
     return PRIORITIES.get(prio, prio)
 
 

@@ -17,7 +17,7 @@ table) and the default list, ``nft list table inet ip-masq-agent`` shows::
         }
 
         chain postrouting {
-            type nat hook postrouting priority srcnat; policy accept;
+            type nat hook postrouting priority srcnat + 1; policy accept;
             fib daddr type local return comment "..."
             ip daddr 169.254.0.0/16 return comment "..."     (unless masq_link_local)
             ip daddr @nonmasq-ipv4 return comment "..."
@@ -39,7 +39,14 @@ JSON transaction.
 
 A set lookup is one step whatever the list's length, where iptables walks
 one RETURN rule per CIDR.  There is no jump to keep in place: the chain is a
-base chain at the postrouting hook, priority srcnat.
+base chain at the postrouting hook, and ``jump_position`` places it
+(:func:`chain_priority`): ``append`` (the default) at ``srcnat + 1``, after
+iptables' nat POSTROUTING (legacy and iptables-nft, both at srcnat) as an
+appended jump runs after the rules before it, ``first`` at ``srcnat - 1``,
+before it.  Never at srcnat itself: of base chains of equal priority the
+kernel runs the one made last first, which no listing shows.  The kernel
+cannot move a base chain to another priority; the table is replaced whole
+(``replace_commands``), in one transaction, like any other change.
 
 Here: the table the policy wants (``Desired``: its sets, its rules and the
 commands that add them), how nft lists a table (``render_desired``,
@@ -64,7 +71,9 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backen
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.nft_json import render_rule
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.ranges import LINK_LOCAL
 
-PRIORITY = 100          # srcnat
+SRCNAT = 100            # nft's srcnat: the priority of iptables' nat POSTROUTING, legacy and iptables-nft
+# jump_position -> our chain's priority: after every base chain at srcnat (append) or before them (first).
+CHAIN_PRIORITIES = {'append': SRCNAT + 1, 'first': SRCNAT - 1}
 SETS = {4: 'nonmasq-ipv4', 6: 'nonmasq-ipv6'}
 # The sets of the extensions, per family: masquerade_cidrs (instead of the
 # non-masquerade list), exception_cidrs and source_cidrs.
@@ -80,6 +89,24 @@ MASQ_PROTOCOLS = ('tcp', 'udp', 'sctp')
 # called in the table's order for a value other than the option's default,
 # after the policy's own rules are laid out (``Desired``).
 OPTION_RULES = {}
+
+
+def chain_priority(policy):
+    """Our base chain's priority for ``policy`` (its ``jump_position``)."""
+    return CHAIN_PRIORITIES[policy.jump_position]
+
+
+def priority_text(prio):
+    """A nat postrouting chain's priority as ``nft list`` prints it: ``srcnat``,
+    ``srcnat + 1``, ``srcnat - 1`` (an offset up to 10 by name), else the number."""
+    if not isinstance(prio, int) or isinstance(prio, bool):
+        return str(prio)
+    offset = prio - SRCNAT
+    if offset == 0:
+        return 'srcnat'
+    if abs(offset) <= 10:
+        return 'srcnat %s %d' % ('+' if offset > 0 else '-', abs(offset))
+    return str(prio)
 
 
 # --------------------------------------------------------------------------
@@ -215,6 +242,7 @@ class Desired:
 
     def __init__(self, policy):
         self.name = table_name(policy.chain)
+        self.priority = chain_priority(policy)
         self.families = policy.families()
         self.set_cidrs = {}
         for family in self.families:
@@ -315,7 +343,7 @@ class Desired:
             if self.elements[name]:
                 spec['elem'] = self.elements[name]
             out.append({'add': {'set': spec}})
-        out.append({'add': {'chain': dict(ident, name=CHAIN, type='nat', hook='postrouting', prio=PRIORITY,
+        out.append({'add': {'chain': dict(ident, name=CHAIN, type='nat', hook='postrouting', prio=self.priority,
                                           policy='accept')}})
         for expr, comment in self.rules:
             out.append({'add': {'rule': dict(ident, chain=CHAIN, expr=expr, comment=comment)}})
@@ -342,7 +370,7 @@ def render_desired(desired):
         lines.extend(_set_lines(name, ADDR_TYPES[family], ['interval'], desired.elements[name]))
         lines.append('')
     lines.append('\tchain %s {' % CHAIN)
-    lines.append('\t\ttype nat hook postrouting priority srcnat; policy accept;')
+    lines.append('\t\ttype nat hook postrouting priority %s; policy accept;' % priority_text(desired.priority))
     lines.extend('\t\t' + text for text in desired.rule_texts())
     lines.extend(['\t}', '}'])
     return '\n'.join(lines) + '\n'
@@ -372,7 +400,7 @@ def render_live(table):
         if chain.get('hook'):
             lines.append('\t\ttype %s hook %s priority %s; policy %s;'
                          % (chain.get('type'), chain.get('hook'),
-                            'srcnat' if chain.get('prio') == PRIORITY else chain.get('prio'), chain.get('policy')))
+                            priority_text(chain.get('prio')), chain.get('policy')))
         lines.extend('\t\t' + render_rule(rule) for rule in table.rules.get(name, []))
         lines.append('\t}')
     lines.append('}')

@@ -25,7 +25,6 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backen
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.nft_json import render_rule
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.rules import (
     ADDR_TYPES,
-    PRIORITY,
     SET_NAMES,
     Desired,
     flags_of,
@@ -33,6 +32,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backen
     delete_commands,
     element_interval,
     element_texts,
+    priority_text,
     render_desired,
     render_live,
     replace_commands,
@@ -113,8 +113,11 @@ def differences(table, desired):
         if name != CHAIN:
             diffs.append('foreign chain %s' % name)
         elif (chain.get('type'), chain.get('hook'), chain.get('prio'), chain.get('policy')) != \
-                ('nat', 'postrouting', PRIORITY, 'accept'):
-            diffs.append('chain %s is not a nat postrouting chain at priority srcnat' % CHAIN)
+                ('nat', 'postrouting', desired.priority, 'accept'):
+            # At another priority (srcnat, before 2.0.0; the other jump_position): the kernel cannot move a
+            # base chain, so the table is replaced whole, in one transaction (plan_present).
+            diffs.append('chain %s is not a nat postrouting chain at priority %s'
+                         % (CHAIN, priority_text(desired.priority)))
     if CHAIN not in table.chains:
         diffs.append('chain %s missing' % CHAIN)
     else:

@@ -13,6 +13,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backen
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.audit import nat_finding
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.save import parse_save
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend import explain as nft_explain
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.audit import ruleset_finding
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.nft_json import parse_nft
 from ansible_collections.ipmasq.agent.plugins.module_utils._explain import flow as flows
@@ -119,6 +120,33 @@ def test_nft_vmap_goto_and_priority_order():
     res = ask([egress, first], '10.244.1.2', '203.0.113.10', oif='wan0')
     assert (res['verdict'], res['to'], res['decided_by']['owner']) == ('snat', '203.0.113.7', 'ip-masq-agent')
     assert [c['priority'] for c in res['chains']] == [100]
+
+
+@pytest.mark.parametrize('prio,want', [(100, 100), (101, 101), ('srcnat', 100), ('srcnat + 1', 101),
+                                       ('srcnat - 1', 99), ('srcnat + 10', 110), ('dstnat', -100), ('filter', 0)])
+def test_nft_priority_by_name_and_offset(prio, want):
+    """A base chain's priority as libnftables may write it: a number, a name, or a name and an offset
+    (nft lists our chain as ``priority srcnat + 1`` or ``srcnat - 1``)."""
+    assert nft_explain.base_priority({'prio': prio}) == want
+
+
+def test_our_table_after_iptables_nat_decides_only_what_iptables_leaves():
+    """Ours at srcnat + 1 (jump_position append) runs after iptables' POSTROUTING (100): a flow
+    iptables translates is decided there, without a tie; one it leaves is ours."""
+    ours = nft(json.dumps({'nftables': [
+        {'table': {'family': 'inet', 'name': 'ip-masq-agent'}},
+        {'chain': {'family': 'inet', 'table': 'ip-masq-agent', 'name': 'postrouting', 'type': 'nat',
+                   'hook': 'postrouting', 'prio': 'srcnat + 1', 'policy': 'accept'}},
+        {'rule': {'family': 'inet', 'table': 'ip-masq-agent', 'chain': 'postrouting', 'comment':
+                  'ip-masq-agent: outbound traffic should be subject to MASQUERADE', 'expr': [
+                      {'snat': {'family': 'ip', 'addr': '203.0.113.7'}}]}}]}))
+    docker = ipt('-A POSTROUTING -s 172.17.0.0/16 ! -o docker0 -j MASQUERADE')
+    res = ask([ours, docker], '172.17.0.2', '203.0.113.10')
+    assert (res['verdict'], res['decided_by']['owner']) == ('masquerade', 'docker'), res
+    assert [c['priority'] for c in res['chains']] == [100]
+    res = ask([ours, docker], '10.244.1.2', '203.0.113.10')
+    assert (res['verdict'], res['to'], res['decided_by']['table']) == ('snat', '203.0.113.7', 'inet ip-masq-agent'), res
+    assert [c['priority'] for c in res['chains']] == [100, 101]
 
 
 def test_equal_priority_chains_that_disagree_are_unknown():

@@ -145,7 +145,7 @@ def test_commands_replace_the_table_whole_in_one_transaction():
     assert kinds == ['set', 'chain', 'rule', 'rule', 'rule', 'rule']
     assert commands[3]['add']['set']['elem'] == [{'prefix': {'addr': '10.0.0.0', 'len': 8}}]
     assert commands[4]['add']['chain'] == {'family': 'inet', 'table': 'ip-masq-agent', 'name': 'postrouting',
-                                           'type': 'nat', 'hook': 'postrouting', 'prio': 100, 'policy': 'accept'}
+                                           'type': 'nat', 'hook': 'postrouting', 'prio': 101, 'policy': 'accept'}
 
 
 # --------------------------------------------------------------------------
@@ -205,6 +205,12 @@ def _priority(items):
     [c for c in items if 'chain' in c][0]['chain']['prio'] = 0
 
 
+def _srcnat(items):
+    """The chain at priority srcnat (100), where every table of ours was before 2.0.0: beside
+    iptables' nat POSTROUTING (100 too), so which ran first was the order the kernel made them."""
+    [c for c in items if 'chain' in c][0]['chain']['prio'] = 100
+
+
 @pytest.mark.parametrize('mutate,diff', [
     (None, []),
     (_split_elem, []),          # the same addresses, split otherwise: in sync
@@ -213,11 +219,47 @@ def _priority(items):
     (_foreign_chain, ['foreign chain x']),
     (_dormant, ['table flags dormant']),
     (_counter, ['foreign counter c']),
-    (_priority, ['chain postrouting is not a nat postrouting chain at priority srcnat']),
+    (_priority, ['chain postrouting is not a nat postrouting chain at priority srcnat + 1']),
+    (_srcnat, ['chain postrouting is not a nat postrouting chain at priority srcnat + 1']),
 ])
 def test_differences(mutate, diff):
     desired = nftables_rules.Desired(POL)
     assert nftables.differences(listed(desired, mutate), desired) == diff
+
+
+@pytest.mark.parametrize('position,prio,text', [('append', 101, 'srcnat + 1'), ('first', 99, 'srcnat - 1')])
+def test_the_chain_priority_follows_jump_position(position, prio, text):
+    """jump_position means on nftables what it means on iptables: ``append``
+    (the default) runs our chain after iptables' nat POSTROUTING (legacy and
+    iptables-nft, both at srcnat) and every other srcnat chain, ``first``
+    before them; never at srcnat itself, where the kernel runs the chain made
+    last first."""
+    pol = policy.Policy(nonmasquerade_cidrs=['10.0.0.0/8'], jump_position=position)
+    desired = nftables_rules.Desired(pol)
+    chain = [c['add']['chain'] for c in desired.commands() if 'chain' in c['add']]
+    assert [c['prio'] for c in chain] == [prio]
+    assert nftables_rules.chain_priority(pol) == prio
+    assert sorted(nftables_rules.CHAIN_PRIORITIES) == sorted(policy.JUMP_POSITIONS)     # a priority for each choice
+    header = '\t\ttype nat hook postrouting priority %s; policy accept;\n' % text
+    assert header in nftables_rules.render_desired(desired)
+    table = listed(desired)
+    assert nftables.differences(table, desired) == []
+    assert nftables_rules.render_live(table) == nftables_rules.render_desired(desired)
+    # The other position's table is out of place: rewritten whole, in one transaction.
+    other = policy.Policy(nonmasquerade_cidrs=['10.0.0.0/8'], jump_position='first' if position == 'append' else 'append')
+    plan = nftables.plan_present(table, other)
+    assert plan.actions == ['rewrite table inet ip-masq-agent (chain postrouting is not a nat postrouting chain at '
+                            'priority %s)' % nftables_rules.priority_text(nftables_rules.chain_priority(other))]
+    assert [list(c) + list(c[list(c)[0]]) for c in plan.commands[:3]] == [
+        ['add', 'table'], ['delete', 'table'], ['add', 'table']]
+
+
+@pytest.mark.parametrize('prio,text', [(100, 'srcnat'), (101, 'srcnat + 1'), (99, 'srcnat - 1'), (110, 'srcnat + 10'),
+                                       (90, 'srcnat - 10'), (111, '111'), (89, '89'), (-100, '-100')])
+def test_priority_text_is_what_nft_lists(prio, text):
+    """As nft 1.0.6 lists a nat postrouting chain's priority (seen in a namespace): srcnat and an
+    offset up to 10 by name, else the number."""
+    assert nftables_rules.priority_text(prio) == text
 
 
 def test_the_rules_as_nft_lists_them_compare_equal_to_the_ones_sent():
