@@ -70,6 +70,7 @@ class _Loader:
     def exec_module(self, module):
         entry = self.index[module.__name__]
         code = os.pread(self.fd, entry[1] - entry[0], self.at + entry[0])
+        module.__file__ = module.__spec__.origin     # set here: see _Finder.find_spec
         exec(marshal.loads(code), module.__dict__)  # pylint: disable=exec-used
 
 
@@ -85,8 +86,9 @@ class _Finder:
         if entry is None or self.spec is None:
             return None
         origin = os.path.join(self.root, entry[3])
+        # Not ``has_location``: the import system would then work out, for every module, the
+        # ``__cached__`` of a .pyc the module is not read from; the loader sets ``__file__``.
         spec = self.spec(name, self.loader, origin=origin, is_package=entry[2])
-        spec.has_location = True
         if entry[2]:
             spec.submodule_search_locations = [os.path.dirname(origin)]
         return spec

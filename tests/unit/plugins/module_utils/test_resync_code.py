@@ -513,8 +513,8 @@ def rchar():
 first = rchar()
 ran, plain = {}, b._Loader.exec_module
 def exec_module(self, module):
-    ran[module.__name__] = gc.isenabled()
     plain(self, module)
+    ran[module.__name__] = [gc.isenabled(), module.__file__, getattr(module, '__cached__', None)]
 b._Loader.exec_module = exec_module
 try:
     b.main()
@@ -529,7 +529,9 @@ def test_the_start_reads_only_the_modules_it_loads_and_loads_them_without_the_co
     modules it imports (not the whole file: what only a repair, the module,
     the audit or the watcher runs is never read), and the cyclic garbage
     collector is off while they load (their objects are never garbage) and
-    on again for the cycle itself (resync.main)."""
+    on again for the cycle itself (resync.main).  Each module has its
+    ``__file__`` (the file below the root it was compiled from) and no
+    ``__cached__``: no .pyc path is worked out for code not read from one."""
     import json  # pylint: disable=import-outside-toplevel
     import marshal  # pylint: disable=import-outside-toplevel
     lib = str(tmp_path / 'lib')
@@ -543,7 +545,9 @@ def test_the_start_reads_only_the_modules_it_loads_and_loads_them_without_the_co
     assert rc == 0 and out.startswith('usage: ip-masq-agent') and out.split()[-1] == 'True', (out, err)
     seen = json.loads(err)
     assert _resync_code.ENTRY in seen['ran'] and len(seen['ran']) > 20
-    assert not any(seen['ran'].values()), seen['ran']       # the collector off for each of them
+    assert [name for name, (collecting, _file, _cached) in seen['ran'].items() if collecting] == []
+    for name, (_collecting, path, cached) in seen['ran'].items():
+        assert path == os.path.join(root, index[name][3]) and cached is None, (name, path, cached)
     loaded = 8 + size + sum(index[name][1] - index[name][0] for name in seen['ran'])
     assert loaded < len(data) * 0.8                          # --help loads far from all of it
     assert loaded <= seen['read'] <= loaded + 4096, (seen['read'], loaded, len(data))  # + /proc/self/io itself
