@@ -29,7 +29,10 @@ it was compiled from (``resync.hold_root`` locks it).  A cycle reads only the
 modules it imports, not the whole file (a third of it is what only a
 repair, the module, the audit or the watcher runs), and the cyclic garbage
 collector is off while they load: it would walk the objects each module
-makes again and again, and a module's objects are never garbage.
+makes again and again, and a module's objects are never garbage.  Once
+loaded, they are frozen out of its reach (``gc.freeze``), so that the
+collections of the cycle itself (a thousand CIDRs parsed) do not walk
+them either.
 
 Where the file is missing, unreadable or of another interpreter (the node's
 python3 was upgraded since), the finder is not installed and the modules are
@@ -127,10 +130,11 @@ def load(root):
 def main():
     """The resync's ``main()``, its modules from the file where it can be read."""
     load(os.path.dirname(os.path.abspath(__file__)))
-    gc.disable()            # while the modules load (see above); a cycle runs with it as before
+    gc.disable()            # while the modules load (see above)
     try:
         __import__(ENTRY)
     finally:
+        gc.freeze()         # their objects: no later collection (the cycle's, the watcher's) walks them again
         gc.enable()
     return sys.modules[ENTRY].main()
 

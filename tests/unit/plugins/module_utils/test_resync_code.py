@@ -520,7 +520,7 @@ try:
     b.main()
 except SystemExit:
     pass
-sys.stderr.write(json.dumps({'read': rchar() - first, 'ran': ran}))
+sys.stderr.write(json.dumps({'read': rchar() - first, 'ran': ran, 'frozen': gc.get_freeze_count()}))
 '''
 
 
@@ -531,7 +531,9 @@ def test_the_start_reads_only_the_modules_it_loads_and_loads_them_without_the_co
     collector is off while they load (their objects are never garbage) and
     on again for the cycle itself (resync.main).  Each module has its
     ``__file__`` (the file below the root it was compiled from) and no
-    ``__cached__``: no .pyc path is worked out for code not read from one."""
+    ``__cached__``: no .pyc path is worked out for code not read from one.
+    Then the objects they made are frozen (``gc.freeze``): no collection
+    of the cycle, nor of the watcher's long run, walks them again."""
     import json  # pylint: disable=import-outside-toplevel
     import marshal  # pylint: disable=import-outside-toplevel
     lib = str(tmp_path / 'lib')
@@ -548,6 +550,7 @@ def test_the_start_reads_only_the_modules_it_loads_and_loads_them_without_the_co
     assert [name for name, (collecting, _file, _cached) in seen['ran'].items() if collecting] == []
     for name, (_collecting, path, cached) in seen['ran'].items():
         assert path == os.path.join(root, index[name][3]) and cached is None, (name, path, cached)
+    assert seen['frozen'] > 1000, seen['frozen']
     loaded = 8 + size + sum(index[name][1] - index[name][0] for name in seen['ran'])
     assert loaded < len(data) * 0.8                          # --help loads far from all of it
     assert loaded <= seen['read'] <= loaded + 4096, (seen['read'], loaded, len(data))  # + /proc/self/io itself
