@@ -20,7 +20,7 @@ file beside it
 bytes, little-endian), the index, a marshal of ``{module name: (start, end,
 is a package, file below the root)}``, then each module's marshalled code
 from ``start`` to ``end`` after it; a module's code is unmarshalled when it
-is imported, so what a cycle does not import costs it nothing but the read).  The unit
+is imported, so what a cycle does not import costs it nothing).  The unit
 runs :func:`main` (``from _ipmasq_resync import main``, the root on its
 PYTHONPATH): that file opened once and its index read, and a finder first on
 ``sys.meta_path`` hands each module its compiled code, read from the open
@@ -113,11 +113,13 @@ def load(root):
         head = os.pread(fd, start, 0)
         if len(head) != start or head[:len(magic)] != magic:
             raise ValueError('not of this interpreter')
-        size = int.from_bytes(head[len(magic):], 'little')
+        size, whole = int.from_bytes(head[len(magic):], 'little'), os.fstat(fd).st_size
+        if start + size > whole:
+            raise ValueError('not whole')
         index = marshal.loads(os.pread(fd, size, start))
         if not isinstance(index, dict):
             raise ValueError('not an index')
-        if start + size + max(entry[1] for entry in index.values()) != os.fstat(fd).st_size:
+        if start + size + max(entry[1] for entry in index.values()) != whole:
             raise ValueError('not whole')
     except (OSError, ValueError, EOFError, TypeError, IndexError):
         if fd is not None:
