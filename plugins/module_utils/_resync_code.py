@@ -24,7 +24,8 @@ is the unit's rewrite and the daemon-reload that follows it, and a resync in
 flight keeps the root it started from.  At the root's top: the unit's start
 (``_core/agent/boot.py`` as ``START.py``, byte-compiled) and the core's
 modules compiled by the node's python into one file (``boot.BUNDLE``), which
-the start loads them from (a cycle's start-up: one read instead of some forty
+the start loads them from (a cycle's start-up: one open file, its index and
+the code of each module the cycle imports read from it, instead of some forty
 modules looked up and read one by one).
 
 Old roots (and the flat ``_core`` tree of 1.0 and 1.1 with the link layout

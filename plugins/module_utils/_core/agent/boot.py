@@ -20,11 +20,19 @@ file beside it
 bytes, little-endian), the index, a marshal of ``{module name: (start, end,
 is a package, file below the root)}``, then each module's marshalled code
 from ``start`` to ``end`` after it; a module's code is unmarshalled when it
-is imported, so what a cycle does not import costs it nothing but the read).  The unit
+is imported, so what a cycle does not import costs it nothing).  The unit
 runs :func:`main` (``from _ipmasq_resync import main``, the root on its
-PYTHONPATH): one read of that file, and a finder first on ``sys.meta_path``
-hands each module its compiled code, with ``__file__`` the file it was
-compiled from (``resync.hold_root`` locks it).
+PYTHONPATH): that file opened once and its index read, and a finder first on
+``sys.meta_path`` hands each module its compiled code, read from the open
+file (``os.pread``) when the module is imported, with ``__file__`` the file
+it was compiled from (``resync.hold_root`` locks it).  A cycle reads only the
+modules it imports, not the whole file (a third of it is what only a
+repair, the module, the audit or the watcher runs), and the cyclic garbage
+collector is off while they load: it would walk the objects each module
+makes again and again, and a module's objects are never garbage.  Once
+loaded, they are frozen out of its reach (``gc.freeze``), so that the
+collections of the cycle itself (a thousand CIDRs parsed) do not walk
+them either.
 
 Where the file is missing, unreadable or of another interpreter (the node's
 python3 was upgraded since), the finder is not installed and the modules are
@@ -32,6 +40,7 @@ imported from the root's folders as before; a module the file does not hold
 is looked for there too.  Standard library only; this file runs on nodes.
 """
 
+import gc
 import marshal
 import os
 import sys
@@ -56,22 +65,24 @@ def _magic():
 class _Loader:
     """Runs a module's code from the file (``create_module``: the default module)."""
 
-    def __init__(self, index, codes):
-        self.index, self.codes = index, codes
+    def __init__(self, index, fd, at):
+        self.index, self.fd, self.at = index, fd, at
 
     def create_module(self, spec):  # pylint: disable=unused-argument
         return None
 
     def exec_module(self, module):
         entry = self.index[module.__name__]
-        exec(marshal.loads(self.codes[entry[0]:entry[1]]), module.__dict__)  # pylint: disable=exec-used
+        code = os.pread(self.fd, entry[1] - entry[0], self.at + entry[0])
+        module.__file__ = module.__spec__.origin     # set here: see _Finder.find_spec
+        exec(marshal.loads(code), module.__dict__)  # pylint: disable=exec-used
 
 
 class _Finder:
     """The modules of the index, each with the file below ``root`` it was compiled from."""
 
-    def __init__(self, index, codes, root):
-        self.index, self.root, self.loader = index, root, _Loader(index, codes)
+    def __init__(self, index, root, fd, at):
+        self.index, self.root, self.loader = index, root, _Loader(index, fd, at)
         self.spec = sys.modules['_frozen_importlib'].ModuleSpec if '_frozen_importlib' in sys.modules else None
 
     def find_spec(self, name, path=None, target=None):  # pylint: disable=unused-argument
@@ -79,8 +90,9 @@ class _Finder:
         if entry is None or self.spec is None:
             return None
         origin = os.path.join(self.root, entry[3])
+        # Not ``has_location``: the import system would then work out, for every module, the
+        # ``__cached__`` of a .pyc the module is not read from; the loader sets ``__file__``.
         spec = self.spec(name, self.loader, origin=origin, is_package=entry[2])
-        spec.has_location = True
         if entry[2]:
             spec.submodule_search_locations = [os.path.dirname(origin)]
         return spec
@@ -91,31 +103,42 @@ class _Finder:
 
 def load(root):
     """Put the finder of the file ``BUNDLE`` in ``root`` first on
-    ``sys.meta_path``; False (and nothing done) where the file is missing,
-    unreadable, not whole or not of this interpreter."""
+    ``sys.meta_path``, the file held open for it (not inherited by the
+    commands a cycle runs); False (and nothing done) where the file is
+    missing, unreadable, not whole or not of this interpreter."""
     magic = _magic()
     start = len(magic) + 4
+    fd = None
     try:
-        with open(os.path.join(root, BUNDLE), 'rb') as handle:
-            data = handle.read()
-        if data[:len(magic)] != magic:
-            return False
-        size = int.from_bytes(data[len(magic):start], 'little')
-        view = memoryview(data)
-        index = marshal.loads(view[start:start + size])
-        codes = view[start + size:]
-        if not isinstance(index, dict) or max(entry[1] for entry in index.values()) != len(codes):
-            return False
+        fd = os.open(os.path.join(root, BUNDLE), os.O_RDONLY)
+        head = os.pread(fd, start, 0)
+        if len(head) != start or head[:len(magic)] != magic:
+            raise ValueError('not of this interpreter')
+        size, whole = int.from_bytes(head[len(magic):], 'little'), os.fstat(fd).st_size
+        if start + size > whole:
+            raise ValueError('not whole')
+        index = marshal.loads(os.pread(fd, size, start))
+        if not isinstance(index, dict):
+            raise ValueError('not an index')
+        if start + size + max(entry[1] for entry in index.values()) != whole:
+            raise ValueError('not whole')
     except (OSError, ValueError, EOFError, TypeError, IndexError):
+        if fd is not None:
+            os.close(fd)
         return False
-    sys.meta_path.insert(0, _Finder(index, codes, root))
+    sys.meta_path.insert(0, _Finder(index, root, fd, start + size))
     return True
 
 
 def main():
     """The resync's ``main()``, its modules from the file where it can be read."""
     load(os.path.dirname(os.path.abspath(__file__)))
-    __import__(ENTRY)
+    gc.disable()            # while the modules load (see above)
+    try:
+        __import__(ENTRY)
+    finally:
+        gc.freeze()         # their objects: no later collection (the cycle's, the watcher's) walks them again
+        gc.enable()
     return sys.modules[ENTRY].main()
 
 

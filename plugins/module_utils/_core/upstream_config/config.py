@@ -76,8 +76,6 @@ _FOLDED = dict((key.casefold(), (key, ours)) for key, ours in CONFIG_FIELDS + EX
 _KEY_CHARS = frozenset('abcdefghijklmnopqrstuvwxyz0123456789')
 
 # Keys people put in the file that the agent does not read there.
-_FLAG_HINTS = dict((''.join(char for char in text.casefold() if char in _KEY_CHARS), option.flag)
-                   for option in OPTIONS if option.flag for text in (option.flag, option.name))
 _KEY_HINTS = {
     'nonmasqueradecidrs': 'nonMasqueradeCIDRs',
     'nonmasqueradecidr': 'nonMasqueradeCIDRs',
@@ -311,14 +309,21 @@ def _cidr_limit(where, value, from_json, line):
     return value
 
 
+def _folded_key(text):
+    return ''.join(char for char in text.casefold() if char in _KEY_CHARS)
+
+
 def _unknown_key_warning(key, line):
     name = key if isinstance(key, str) else key_text(key)
     where = '%s (line %d)' % (quote(name), line) if line else quote(name)
-    folded = ''.join(char for char in name.casefold() if char in _KEY_CHARS)
-    if folded in _FLAG_HINTS:
+    folded = _folded_key(name)
+    # The agent's flags people put in the file, by their folded flag and option names: made here,
+    # not at import, so that a cycle whose file has no unknown key does not make them.
+    flags = dict((_folded_key(text), option.flag) for option in OPTIONS if option.flag for text in (option.flag, option.name))
+    if folded in flags:
         return ('unknown key %s is ignored (as upstream ignores it): this is the agent flag %s, set on the '
                 'command line (the role sets it from its variables), not in the config file.'
-                % (where, _FLAG_HINTS[folded]))
+                % (where, flags[folded]))
     if folded in _KEY_HINTS:
         return 'unknown key %s is ignored (as upstream ignores it); did you mean %s?' % (where, _KEY_HINTS[folded])
     keys = [key for key, _ours in CONFIG_FIELDS]

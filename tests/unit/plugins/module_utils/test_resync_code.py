@@ -500,3 +500,57 @@ def test_the_one_file_holds_no_column_positions(tmp_path, sources):
     rc, out, err = start(root_of(lib, sources), code)
     assert rc == 0, err
     assert out.split() in (['True', '0', 'True'], ['False', 'None', 'True']), out
+
+
+# The unit's start run with --help, each module the one file hands out noted with
+# whether the cyclic collector was on while it ran; then the bytes this process
+# read (/proc/self/io) since the start's module was imported, and what it loaded.
+READS = '''
+import gc, json, sys, _ipmasq_resync as b
+def rchar():
+    with open('/proc/self/io') as handle:
+        return int([line for line in handle if line.startswith('rchar:')][0].split()[1])
+first = rchar()
+ran, plain = {}, b._Loader.exec_module
+def exec_module(self, module):
+    plain(self, module)
+    ran[module.__name__] = [gc.isenabled(), module.__file__, getattr(module, '__cached__', None)]
+b._Loader.exec_module = exec_module
+try:
+    b.main()
+except SystemExit:
+    pass
+sys.stderr.write(json.dumps({'read': rchar() - first, 'ran': ran, 'frozen': gc.get_freeze_count()}))
+'''
+
+
+def test_the_start_reads_only_the_modules_it_loads_and_loads_them_without_the_collector(tmp_path, sources):
+    """A cycle reads the one file's index and then only the code of the
+    modules it imports (not the whole file: what only a repair, the module,
+    the audit or the watcher runs is never read), and the cyclic garbage
+    collector is off while they load (their objects are never garbage) and
+    on again for the cycle itself (resync.main).  Each module has its
+    ``__file__`` (the file below the root it was compiled from) and no
+    ``__cached__``: no .pyc path is worked out for code not read from one.
+    Then the objects they made are frozen (``gc.freeze``): no collection
+    of the cycle, nor of the watcher's long run, walks them again."""
+    import json  # pylint: disable=import-outside-toplevel
+    import marshal  # pylint: disable=import-outside-toplevel
+    lib = str(tmp_path / 'lib')
+    _resync_code.install(lib, sources, make_run(), '/usr/bin/python3')
+    root = root_of(lib, sources)
+    with open(os.path.join(root, '_ipmasq_resync.bin'), 'rb') as handle:
+        data = handle.read()
+    size = int.from_bytes(data[4:8], 'little')
+    index = marshal.loads(data[8:8 + size])
+    rc, out, err = start(root, READS + 'print(gc.isenabled())', '--help')
+    assert rc == 0 and out.startswith('usage: ip-masq-agent') and out.split()[-1] == 'True', (out, err)
+    seen = json.loads(err)
+    assert _resync_code.ENTRY in seen['ran'] and len(seen['ran']) > 20
+    assert [name for name, (collecting, _file, _cached) in seen['ran'].items() if collecting] == []
+    for name, (_collecting, path, cached) in seen['ran'].items():
+        assert path == os.path.join(root, index[name][3]) and cached is None, (name, path, cached)
+    assert seen['frozen'] > 1000, seen['frozen']
+    loaded = 8 + size + sum(index[name][1] - index[name][0] for name in seen['ran'])
+    assert loaded < len(data) * 0.8                          # --help loads far from all of it
+    assert loaded <= seen['read'] <= loaded + 4096, (seen['read'], loaded, len(data))  # + /proc/self/io itself
