@@ -333,7 +333,8 @@ class ActionModule(ActionBase):
             steps.append('absent')
         for key in ('files', 'resync_code', 'chain', 'audit'):
             result.setdefault(key, None)
-        steps = [step for step in steps if step in host.steps]
+        # In the order of STEP_TAGS (main.yml includes them as listed), those this run's tags pick.
+        steps = [step for step in STEP_TAGS if step in steps and step in host.steps]
         # Which parts of the node run changed, and the files it changed (as node_files names them).
         result['changed_parts'] = [part for part in ('files', 'resync_code', 'chain', 'audit')
                                    if (ran.get(part) or {}).get('changed')]
