@@ -304,6 +304,11 @@ class ActionModule(ActionBase):
         parts = sorted(node)
         if node:
             ran = self._execute_module(module_name=NODE_MODULE, module_args=dict(node), task_vars=task_vars)
+            if self._display.verbosity < 3:
+                # The node module's arguments (ansible-core's 'invocation', which its callbacks show from -vvv on):
+                # this action's own rendering (the files' whole text among them), a third of the result that the
+                # controller's main process would convert, store and hand to every callback for each host.
+                ran.pop('invocation', None)
         else:
             ran = {'changed': False}
         result.update(ran)
