@@ -259,8 +259,9 @@ def code_part(params, check_mode, run):
     """The resync code's part: this version's root installed (``root``: the
     one the controller named in the unit; a node whose payload makes another
     is refused before anything is written). Returns ``(written, removed, root)``."""
+    # pylint: disable=import-outside-toplevel
     # Start-up cost: a node run imports only the parts it runs.
-    from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import install, package_sources, resync_root  # pylint: disable=import-outside-toplevel
+    from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import install, package_sources, resync_root
     path = params['path']
     root = resync_root(path)
     if params.get('root') and params['root'] != root:
