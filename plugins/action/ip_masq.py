@@ -140,7 +140,7 @@ def plain(value):
         return value
     for kind in (str, int, float):
         if isinstance(value, kind):
-            return kind.__new__(kind, value) if type(value) is not kind else value
+            return kind.__new__(kind, value)
     return value
 
 
