@@ -7,6 +7,7 @@ agent's config file and the resync's units there, then run ipmasq.agent.ip_masq_
 (one SSH command with pipelining). Documentation: plugins/modules/ip_masq.py."""
 
 from collections import namedtuple
+from collections.abc import Mapping
 
 from ansible import constants as C
 from ansible.errors import AnsibleError
@@ -122,6 +123,27 @@ def selected(part, run_tags, skip_tags):
 Host = namedtuple('Host', 'name variables names parts steps daemons managed')
 
 
+def plain(value):
+    """``value`` (a templated role variable) as plain Python: ``dict``,
+    ``list``, ``str``, ``int``, ``float``, ``bool`` and None, without what
+    ansible-core's templating attaches (its lazy containers, the tags that
+    say where a value came from). The validator (``_role_vars.read``) deep-
+    copies every value it checks, and a tagged value copies through pickle's
+    reduce protocol: that copy was most of what reading a host's variables
+    cost. What the role does with the values (check, type, write to the node)
+    needs none of it. Anything else stays as it is."""
+    if isinstance(value, Mapping):
+        return dict((plain(k), plain(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, bool) or value is None:
+        return value
+    for kind in (str, int, float):
+        if isinstance(value, kind):
+            return kind.__new__(kind, value)
+    return value
+
+
 class ActionModule(ActionBase):
 
     TRANSFERS_FILES = False
@@ -142,7 +164,7 @@ class ActionModule(ActionBase):
         out = {}
         for name in names:
             if name.startswith(('ip_masq_', '__ip_masq_')):
-                out[name] = self._templar.template(task_vars[name] if name in task_vars else names[name])
+                out[name] = plain(self._templar.template(task_vars[name] if name in task_vars else names[name]))
         return out
 
     def _host(self, task_vars):
@@ -282,6 +304,11 @@ class ActionModule(ActionBase):
         parts = sorted(node)
         if node:
             ran = self._execute_module(module_name=NODE_MODULE, module_args=dict(node), task_vars=task_vars)
+            if self._display.verbosity < 3:
+                # The node module's arguments (ansible-core's 'invocation', which its callbacks show from -vvv on):
+                # this action's own rendering (the files' whole text among them), a third of the result that the
+                # controller's main process would convert, store and hand to every callback for each host.
+                ran.pop('invocation', None)
         else:
             ran = {'changed': False}
         result.update(ran)
@@ -333,7 +360,8 @@ class ActionModule(ActionBase):
             steps.append('absent')
         for key in ('files', 'resync_code', 'chain', 'audit'):
             result.setdefault(key, None)
-        steps = [step for step in steps if step in host.steps]
+        # In the order of STEP_TAGS (main.yml includes them as listed), those this run's tags pick.
+        steps = [step for step in STEP_TAGS if step in steps and step in host.steps]
         # Which parts of the node run changed, and the files it changed (as node_files names them).
         result['changed_parts'] = [part for part in ('files', 'resync_code', 'chain', 'audit')
                                    if (ran.get(part) or {}).get('changed')]

@@ -258,3 +258,20 @@ def test_the_node_module_takes_a_catch_all_the_role_allowed(nft_node, tmp_path):
                                 backend=nft_node.backend)
     ((_name, res),) = [(n, r) for n, r in tasks if n == 'Node run']
     assert rc == 0 and res['chain']['changed'] is True, res.get('msg')
+
+
+# -------------------------------------------------------------- the result's size
+
+def test_the_result_keeps_its_keys_but_not_the_node_module_s_arguments_below_vvv(nft_node, tmp_path):
+    """The node module's arguments (ansible-core's invocation: the config file's and the units' whole text) are
+    not kept in the role task's result below -vvv, where no callback shows them: every documented key is."""
+    values = base_vars(tmp_path, ip_masq_resync_enabled=True, ip_masq_audit='warn')
+    for _run in range(2):          # the first run writes, the second changes nothing
+        rc, one, _names = role(nft_node, values)
+        assert rc == 0, one.get('msg')
+    assert not one['changed'] and one['steps'] == [] and one['msg'] == 'no change'
+    assert 'invocation' not in one
+    documented = ('audit', 'chain', 'changed_parts', 'changed_paths', 'daemon_steps', 'facts', 'files', 'masq_chain',
+                  'msg', 'parts', 'resync_code', 'resync_files', 'steps', 'units')
+    assert [key for key in documented if key not in one] == []
+    assert one['chain']['changed'] is False and one['resync_code']['changed'] is False

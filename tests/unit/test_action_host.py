@@ -44,3 +44,51 @@ def test_ansible_managed_is_templated_and_an_empty_one_is_the_default():
     assert read({'ansible_managed': 'by {{ x }}'}).managed == 'by X'
     assert read({'ansible_managed': ''}).managed == C.DEFAULT_MANAGED_STR
     assert read({}).name == '?'
+
+
+class _Tagged(str):
+    """A str as ansible-core's templating returns it (a subclass carrying where the value came from)."""
+
+
+class _TaggedInt(int):
+    pass
+
+
+class _LazyList(list):
+    pass
+
+
+class _TaggingTemplar:
+    def template(self, value):
+        if isinstance(value, str):
+            return _Tagged(value)
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, int):
+            return _TaggedInt(value)
+        if isinstance(value, list):
+            return _LazyList(self.template(v) for v in value)
+        if isinstance(value, dict):
+            return dict((self.template(k), self.template(v)) for k, v in value.items())
+        return value
+
+
+def test_the_role_variables_are_read_as_plain_python_without_the_templating_s_types():
+    """The validator deep-copies what it checks; a value of templating's own types copies slowly."""
+    module = action.ActionModule.__new__(action.ActionModule)
+    module._templar = _TaggingTemplar()  # pylint: disable=protected-access
+    module._task = None                  # pylint: disable=protected-access
+    host = module._host({'ip_masq_chain': 'C', 'ip_masq_cidr_limit': 7, 'ip_masq_enable_ipv6': True,  # pylint: disable=protected-access
+                         'ip_masq_nonmasquerade_cidrs': ['10.0.0.0/8'], 'ip_masq_snat_to': [{'source': 'a', 'to': 'b'}]})
+    values = host.variables
+
+    def kinds(value):
+        if isinstance(value, dict):
+            return [type(value)] + [t for k, v in value.items() for t in kinds(k) + kinds(v)]
+        if isinstance(value, list):
+            return [type(value)] + [t for v in value for t in kinds(v)]
+        return [type(value)]
+    assert set(t for v in values.values() for t in kinds(v)) <= {dict, list, str, int, float, bool, type(None)}
+    assert values['ip_masq_chain'] == 'C' and values['ip_masq_cidr_limit'] == 7 and values['ip_masq_enable_ipv6'] is True
+    assert values['ip_masq_nonmasquerade_cidrs'] == ['10.0.0.0/8']
+    assert values['ip_masq_snat_to'] == [{'source': 'a', 'to': 'b'}]
