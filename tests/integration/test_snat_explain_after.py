@@ -196,14 +196,13 @@ def daemon_steps(root, topo):
     with open(os.path.join(root, 'etc/docker/daemon.json'), 'w') as f:
         f.write('{"ip-masq": false}\n')
     values = {'ip_masq_docker_daemon_json': '/etc/docker/daemon.json', 'ip_masq_cni_conf_dirs': [topo.cni_conf],
-              'ip_masq_enable_ipv6': False}
+              'ip_masq_cni_cache_dir': os.path.join(root, 'cni-cache'), 'ip_masq_enable_ipv6': False}
     backups = os.path.join(root, 'backup')
     docker = daemon_step(registry.daemon('docker'), 'auto', 'present', '/backup', values)
     cni = daemon_step(registry.daemon('cni'), 'auto', 'present', backups, values)
-    # The paths the role does not move (no role variable): this machine's unit dirs, docker CLI and CNI cache.
+    # The paths the role does not move (no role variable): this machine's unit dirs and docker CLI.
     for key in ('edit', 'cleanup'):
         docker[key].update(root=root, docker_bin=os.path.join(root, 'no-docker'))
-    cni['edit'].update(cache_dir=os.path.join(root, 'cni-cache'))
     assert cni['cleanup'] is None and docker['cleanup']['remove_stale_rules'], (docker, cni)
     return [docker, cni]
 
