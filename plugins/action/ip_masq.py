@@ -307,6 +307,7 @@ class ActionModule(ActionBase):
         states = ran.get('units') or {}
         stop = _units.stopping(mode, states) if resync_on else []
         resync_files['stop'] = stop
+        resync_files['reset'] = _units.clearing(mode, states) if resync_on else []
         resync_files['start'] = list(started)
         steps = []
         if present:
@@ -326,7 +327,7 @@ class ActionModule(ActionBase):
                 changed_units = set(files_run.get('changed_paths') or []) & set(unit_paths)
                 idle = [n for n in started if (states.get(n) or {}).get('enabled') != 'enabled'
                         or (states.get(n) or {}).get('active') != 'active']
-                if stop or changed_units or idle or not states:
+                if stop or resync_files['reset'] or changed_units or idle or not states:
                     steps.append('resync')
             elif not resync_on and (found is None or set(found) & set(resync_paths)):
                 steps.append('resync_absent')

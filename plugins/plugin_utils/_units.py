@@ -18,9 +18,9 @@ run: the new mode's unit files written, the other mode's removed with
 :func:`others`, and with :func:`stale_links` the enable links of the units
 the new mode does not enable (what ``systemctl disable`` would remove: the
 unit files they point to are gone or have no ``[Install]`` any more). The
-tasks after it only stop what :func:`stopping` names (from systemd's live
-state, so that a rerun after a cut-off run converges), reload systemd and
-start this mode's units. :func:`leaving` says what the removal stops,
+tasks after it only stop what :func:`stopping` names and clear what
+:func:`clearing` names (from systemd's live state, so that a rerun after a
+cut-off run converges), reload systemd and start this mode's units. :func:`leaving` says what the removal stops,
 disables and removes.
 
 The service's ExecStart passes every option the resync takes as a flag
@@ -103,6 +103,16 @@ def stopping(mode, states):
     (their files are gone by then; systemd keeps a running unit loaded)."""
     return [name for name in UNIT_NAMES if name not in started(mode)
             and (states.get(name) or {}).get('active') in _RUNNING]
+
+
+def clearing(mode, states):
+    """The other mode's units (not units of ``mode``) that systemd holds as
+    "failed": the daemon-reload after the node run removed a timer's file
+    leaves that timer not-found and failed (it has no trigger any more).
+    ``systemctl reset-failed`` lets systemd forget it. This mode's own units
+    are never cleared: a failed run of the resync is for the operator to see."""
+    return [name for name in UNIT_NAMES if name not in mode_units(mode)
+            and (states.get(name) or {}).get('active') == 'failed']
 
 
 def leaving(present):

@@ -180,6 +180,20 @@ def test_what_a_switch_stops_is_read_from_systemd(mode, states, stop):
     assert _units.stopping(mode, states) == stop
 
 
+@pytest.mark.parametrize('mode,states,reset', [
+    ('watch', {}, []),
+    # timer -> watch: the timer whose file went is "failed" (not-found, no trigger) after the reload.
+    ('watch', {TIMER: {'active': 'failed'}, SERVICE: {'active': 'active'}}, [TIMER]),
+    ('auto', {TIMER: {'active': 'failed'}}, [TIMER]),
+    ('timer', {RELOAD: {'active': 'failed'}}, [RELOAD]),
+    # A failed run of this mode's own units is the operator's to see: never cleared.
+    ('timer', {SERVICE: {'active': 'failed'}, TIMER: {'active': 'failed'}}, []),
+    ('watch', {SERVICE: {'active': 'failed'}, RELOAD: {'active': 'failed'}, TIMER: {'active': 'inactive'}}, []),
+])
+def test_what_a_switch_clears_is_the_other_mode_s_failed_units(mode, states, reset):
+    assert _units.clearing(mode, states) == reset
+
+
 @pytest.mark.parametrize('given', ['poll', 'Watch', '', 'true'])
 def test_a_bad_mode_names_the_value_the_variable_and_the_host(given):
     with pytest.raises(RoleArgsError) as caught:
