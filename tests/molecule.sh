@@ -32,8 +32,11 @@ cd "$here"
 
 all_scenarios=(default resync nftables docker flannel traffic ipv6 removal example upgrade upgrade-1.0.0)
 # upgrade-1.0.0: the upgrade scenario again, from the release before the last
-# one (IMQ_PREVIOUS_REF; the scenario's own default is the last release).
+# one (IMQ_PREVIOUS_REF; the scenario's own default is the last release), and
+# with this tree's resync on the timer (IMQ_RESYNC_MODE; the scenario's own
+# default is the watch mode), so that both modes' upgrades are run.
 declare -A previous_refs=([upgrade-1.0.0]=36609b2)
+declare -A resync_modes=([upgrade-1.0.0]=timer)
 work="$here/build/molecule"
 venv="$here/build/molecule-venv"
 label=io.ipmasq.molecule
@@ -259,7 +262,8 @@ for s in "${scenarios[@]}"; do
   # In the background and waited for: bash runs a trap only between commands,
   # and `wait` is one that a signal interrupts.
   ref=${previous_refs[$s]:-}
-  setsid nsenter --net="/run/netns/$ns" -- env ${ref:+IMQ_PREVIOUS_REF=$ref} \
+  mode=${resync_modes[$s]:-}
+  setsid nsenter --net="/run/netns/$ns" -- env ${ref:+IMQ_PREVIOUS_REF=$ref} ${mode:+IMQ_RESYNC_MODE=$mode} \
     molecule test --scenario-name "${s%%-[0-9]*}" &
   child=$!
   rc=0

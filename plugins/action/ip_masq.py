@@ -241,7 +241,11 @@ class ActionModule(ActionBase):
         unit_paths = [unit_dir + '/' + name for name in _units.UNIT_NAMES]
         mode = values['ip_masq_resync_mode']
         started = _units.started(mode)
-        others = [unit_dir + '/' + name for name in _units.UNIT_NAMES if name not in _units.mode_units(mode)]
+        # A switch between the modes, in the files part's one all-or-nothing change: the other
+        # mode's units and the enable links of the units this mode does not enable go (no-ops
+        # where they are not there), as this mode's units are written.
+        others = [unit_dir + '/' + name for name in _units.others(mode)] + [
+            unit_dir + '/' + link for link in _units.stale_links(mode)]
         service_path = unit_dir + '/' + _units.SERVICE
         tmpfiles = values['ip_masq_tmpfiles_dir'] + '/ip-masq-agent.conf'
         last_good = values['ip_masq_state_dir'] + '/' + _units.LAST_GOOD
@@ -253,7 +257,7 @@ class ActionModule(ActionBase):
 
         node = {}
         if 'files' in host.parts or not present:
-            files, query = [], []
+            files, query, absent = [], [], []
             if present and 'files' in host.parts:
                 files.append({'path': values['ip_masq_config_path'], 'content': config})
                 if resync_on:
@@ -266,10 +270,9 @@ class ActionModule(ActionBase):
             if not resync_on:
                 query += resync_paths
             elif 'files' in host.parts:
-                # The other resync mode's units: where an earlier run left them, this run switches.
-                query += others
+                absent += others
             node['files'] = {
-                'owner': 'root', 'group': 'root', 'mode': '0644', 'files': files, 'query': query,
+                'owner': 'root', 'group': 'root', 'mode': '0644', 'files': files, 'query': query, 'absent': absent,
                 'require': [internal['__ip_masq_systemd_dir']] if resync_on and files else [],
                 'require_msg': SYSTEMD_MSG.format(host=host.name),
             }
@@ -279,7 +282,8 @@ class ActionModule(ActionBase):
             if systemctl and not check:
                 node['daemon_reload_for'] = [service_path]
             if systemctl:
-                node['units'] = list(started)
+                # Every unit of either mode: this mode's are started where idle, the other's stopped where they run.
+                node['units'] = list(_units.UNIT_NAMES)
         if present and 'chain' in host.parts:
             node['chain'] = args['masq_chain']
             if values['ip_masq_allow_catch_all']:
@@ -317,15 +321,20 @@ class ActionModule(ActionBase):
 
         files_run = ran.get('files') or {}
         found = files_run.get('existing')
-        # What goes before this mode's units start (a switch: the other mode's
-        # units), or before the files go (the removal); their names, as found
-        # before this run wrote anything. Without the files part (--tags), the
+        # What goes before the files go (the removal): the units found before
+        # this run wrote anything. Without the files part (--tags), the
         # timer's units, as before.
-        present_units = [name for name in _units.UNIT_NAMES if unit_dir + '/' + name in found] \
-            if found is not None else ([] if resync_on else list(_units.mode_units(None)))
-        switch = _units.leaving(mode if resync_on else None, present_units)
-        switch['remove'] = [unit_dir + '/' + name for name in switch['remove']]
-        resync_files['switch'] = switch
+        if not resync_on:
+            present_units = [name for name in _units.UNIT_NAMES if unit_dir + '/' + name in found] \
+                if found is not None else list(_units.mode_units(None))
+            switch = _units.leaving(present_units)
+            switch['remove'] = [unit_dir + '/' + name for name in switch['remove']]
+            resync_files['switch'] = switch
+        # A switch: the other mode's units that systemd still runs (their files went in the node run).
+        states = ran.get('units') or {}
+        stop = _units.stopping(mode, states) if resync_on else []
+        resync_files['stop'] = stop
+        resync_files['reset'] = _units.clearing(mode, states) if resync_on else []
         resync_files['start'] = list(started)
         steps = []
         if present:
@@ -341,12 +350,11 @@ class ActionModule(ActionBase):
                 steps.append('resync_code')
             if ran.get('chain') is None:
                 steps.append('apply')
-            if resync_on and (systemctl or switch['remove']):
+            if resync_on and systemctl:
                 changed_units = set(files_run.get('changed_paths') or []) & set(unit_paths)
-                units = ran.get('units') or {}
-                idle = [n for n in started if (units.get(n) or {}).get('enabled') != 'enabled'
-                        or (units.get(n) or {}).get('active') != 'active']
-                if switch['remove'] or (systemctl and (changed_units or idle or not units)):
+                idle = [n for n in started if (states.get(n) or {}).get('enabled') != 'enabled'
+                        or (states.get(n) or {}).get('active') != 'active']
+                if stop or resync_files['reset'] or changed_units or idle or not states:
                     steps.append('resync')
             elif not resync_on and (found is None or set(found) & set(resync_paths)):
                 steps.append('resync_absent')

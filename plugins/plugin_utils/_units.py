@@ -11,8 +11,17 @@ interval) and ip-masq-agent.path (the config file changed); ``watch`` and
 ``auto`` run ip-masq-agent.service as one long-running process (enabled;
 its own cycle every interval is the safety net, so no timer), and
 ip-masq-agent.path starts ip-masq-agent-reload.service, a oneshot that
-reloads it (``ExecReload=``: SIGHUP, a cycle at once). :func:`leaving` says
-what a switch between the modes, or the removal, stops, disables and removes.
+reloads it (``ExecReload=``: SIGHUP, a cycle at once).
+
+A switch between the modes is one all-or-nothing change of the role's node
+run: the new mode's unit files written, the other mode's removed with
+:func:`others`, and with :func:`stale_links` the enable links of the units
+the new mode does not enable (what ``systemctl disable`` would remove: the
+unit files they point to are gone or have no ``[Install]`` any more). The
+tasks after it only stop what :func:`stopping` names and clear what
+:func:`clearing` names (from systemd's live state, so that a rerun after a
+cut-off run converges), reload systemd and start this mode's units. :func:`leaving` says what the removal stops,
+disables and removes.
 
 The service's ExecStart passes every option the resync takes as a flag
 (``options.RESYNC_FLAG_OPTIONS``: its flag, its role variable), so the unit
@@ -41,6 +50,12 @@ UNIT_NAMES = (SERVICE, TIMER, PATH_UNIT, RELOAD)
 # Each mode's units, and those of them it enables and starts (the units with an [Install] section).
 _UNITS = {False: (SERVICE, TIMER, PATH_UNIT), True: (SERVICE, PATH_UNIT, RELOAD)}
 _STARTED = {False: (TIMER, PATH_UNIT), True: (SERVICE, PATH_UNIT)}
+# The target each unit is installed into (its [Install] WantedBy=) in the mode that enables it:
+# `systemctl enable` links it from <unit dir>/<target>.wants/.
+WANTED_BY = {SERVICE: 'multi-user.target', TIMER: 'timers.target', PATH_UNIT: 'paths.target'}
+# What `systemctl is-active` prints for a unit that runs: a oneshot run by the timer is
+# "activating" while it runs, never "active" (no RemainAfterExit=); the watcher is "active".
+_RUNNING = ('active', 'reloading')
 # The resync's default mode: left out of ExecStart, so that the timer's unit stays as it was.
 _DEFAULT_MODE = options.BY_NAME['resync_mode'].default
 LAST_GOOD = 'last-good-config'
@@ -64,19 +79,52 @@ def started(mode):
     return _STARTED[watching(mode)] if mode else ()
 
 
-def leaving(mode, present):
-    """What goes before the units of ``mode`` (None: the removal) start, of
-    the units ``present`` on the node (their names, as found before this
-    run wrote anything): ``{'stop': [{'name', 'disable'}], 'remove': [names]}``.
-    A unit is stopped where ``mode`` has no such unit, or no longer starts it
-    (the watcher, when the timer takes over), and disabled where the mode it
-    was installed for (the reload unit is there: watch) had enabled it; the
-    other mode's unit files are removed after that (disable needs them)."""
+def others(mode):
+    """The names of the units of the other mode than ``mode``: the node run removes them."""
+    return tuple(name for name in UNIT_NAMES if name not in mode_units(mode))
+
+
+def stale_links(mode):
+    """The enable links (relative to the unit directory) that the node run
+    removes for ``mode``: those of the units of either mode that ``mode``
+    does not enable (the timer's under watch; the watcher's under the timer)."""
+    return tuple('%s.wants/%s' % (WANTED_BY[name], name) for name in UNIT_NAMES
+                 if name in WANTED_BY and name not in started(mode))
+
+
+def stopping(mode, states):
+    """The units systemd still runs that ``mode`` does not start, from
+    ``states`` (``{unit: {'active': ...}}`` as ``systemctl is-active``
+    printed it after the node run): a timer beside the watcher, a watcher
+    beside the timer (the oneshots a mode starts otherwise, the service from
+    the timer, the reload unit from the path unit, are "activating" while
+    they run, never "active": left alone). Read from systemd, not from the files, so that a rerun
+    after a run cut off between the node run and the stop still stops them
+    (their files are gone by then; systemd keeps a running unit loaded)."""
+    return [name for name in UNIT_NAMES if name not in started(mode)
+            and (states.get(name) or {}).get('active') in _RUNNING]
+
+
+def clearing(mode, states):
+    """The other mode's units (not units of ``mode``) that systemd holds as
+    "failed": the daemon-reload after the node run removed a timer's file
+    leaves that timer not-found and failed (it has no trigger any more).
+    ``systemctl reset-failed`` lets systemd forget it. This mode's own units
+    are never cleared: a failed run of the resync is for the operator to see."""
+    return [name for name in UNIT_NAMES if name not in mode_units(mode)
+            and (states.get(name) or {}).get('active') == 'failed']
+
+
+def leaving(present):
+    """What the removal stops, disables and removes, of the units ``present``
+    on the node (their names, as found before this run wrote anything):
+    ``{'stop': [{'name', 'disable'}], 'remove': [names]}``. Each is stopped,
+    and disabled where the mode it was installed for (the reload unit is
+    there: watch) had enabled it; the files are removed after that (disable
+    needs them)."""
     was = 'watch' if RELOAD in present else _DEFAULT_MODE
-    keep = mode_units(mode) if mode else ()
-    stop = [{'name': name, 'disable': name in started(was)} for name in UNIT_NAMES
-            if name in present and (name not in keep or (name in started(was) and name not in started(mode)))]
-    return {'stop': stop, 'remove': [name for name in UNIT_NAMES if name in present and name not in keep]}
+    stop = [{'name': name, 'disable': name in started(was)} for name in UNIT_NAMES if name in present]
+    return {'stop': stop, 'remove': [name for name in UNIT_NAMES if name in present]}
 
 
 def arg(value, exec_line=True):
@@ -204,7 +252,7 @@ def service(values, pythonpath, managed):
                 'ReadWritePaths=%s\n' % arg('-' + metrics, exec_line=False)]
     out.append(SANDBOX)
     if watch:
-        out.append('\n[Install]\nWantedBy=multi-user.target\n')
+        out.append('\n[Install]\nWantedBy=%s\n' % WANTED_BY[SERVICE])
     return ''.join(out)
 
 
@@ -259,7 +307,7 @@ def timer(values, timer_value, managed):
             'Unit=ip-masq-agent.service\n'
             '\n'
             '[Install]\n'
-            'WantedBy=timers.target\n') % (managed, _specifiers(values['ip_masq_resync_interval']), timer_value)
+            'WantedBy=%s\n') % (managed, _specifiers(values['ip_masq_resync_interval']), timer_value, WANTED_BY[TIMER])
 
 
 def path_unit(values, managed):
@@ -277,9 +325,9 @@ def path_unit(values, managed):
             'Unit=%s\n'
             '\n'
             '[Install]\n'
-            'WantedBy=paths.target\n') % (
+            'WantedBy=%s\n') % (
                 managed, 'Reload the ip-masq-agent watcher' if watch else 'Re-apply the ip-masq-agent SNAT policy',
-                config, config, RELOAD if watch else SERVICE)
+                config, config, RELOAD if watch else SERVICE, WANTED_BY[PATH_UNIT])
 
 
 def reload_unit(values, managed):

@@ -2,8 +2,11 @@
 today's three units (the service's ExecStart without ``--mode``, so a node
 that stays on the timer gets the same unit), watch and auto run
 ip-masq-agent.service as one long-running process (no timer; the path unit
-starts a small oneshot that reloads it), and what a switch or the removal
-stops, disables and removes (``_units.leaving``)."""
+starts a small oneshot that reloads it), what a switch removes in the node
+run (the other mode's units and the enable links of the units the mode does
+not enable, each read back from the [Install] of the unit that has it), what
+it stops after (the other mode's units systemd still runs) and what the
+removal stops, disables and removes (``_units.leaving``)."""
 import json
 import os
 import shlex
@@ -127,25 +130,68 @@ def test_watch_and_auto_differ_only_in_the_mode_flag():
     assert watch[PATH_UNIT] == auto[PATH_UNIT] and watch[RELOAD] == auto[RELOAD]
 
 
-@pytest.mark.parametrize('mode,present,stop,remove', [
-    # Nothing installed, or the same mode's units: nothing to stop.
-    ('watch', [], [], []),
-    ('timer', [SERVICE, TIMER, PATH_UNIT], [], []),
-    ('auto', [SERVICE, PATH_UNIT, RELOAD], [], []),
-    ('watch', [SERVICE, PATH_UNIT, RELOAD], [], []),
-    # timer -> watch: the timer stopped, disabled and removed (the service is restarted as the watcher).
-    ('watch', [SERVICE, TIMER, PATH_UNIT], [(TIMER, True)], [TIMER]),
-    # watch -> timer: the watcher stopped and disabled (the timer starts it from now on), the reload unit goes.
-    ('timer', [SERVICE, PATH_UNIT, RELOAD], [(SERVICE, True), (RELOAD, False)], [RELOAD]),
-    # Removal (no mode): every unit there, disabled where its mode enabled it.
-    (None, [SERVICE, TIMER, PATH_UNIT], [(SERVICE, False), (TIMER, True), (PATH_UNIT, True)],
-     [SERVICE, TIMER, PATH_UNIT]),
-    (None, [SERVICE, PATH_UNIT, RELOAD], [(SERVICE, True), (PATH_UNIT, True), (RELOAD, False)],
-     [SERVICE, PATH_UNIT, RELOAD]),
-    (None, [TIMER], [(TIMER, True)], [TIMER]),
+@pytest.mark.parametrize('present,stop', [
+    ([], []),
+    # Every unit there, disabled where its mode enabled it (the timer and the path unit; in watch mode the service too).
+    ([SERVICE, TIMER, PATH_UNIT], [(SERVICE, False), (TIMER, True), (PATH_UNIT, True)]),
+    ([SERVICE, PATH_UNIT, RELOAD], [(SERVICE, True), (PATH_UNIT, True), (RELOAD, False)]),
+    ([TIMER], [(TIMER, True)]),
 ])
-def test_what_a_switch_and_the_removal_stop_disable_and_remove(mode, present, stop, remove):
-    assert _units.leaving(mode, present) == {'stop': [{'name': n, 'disable': d} for n, d in stop], 'remove': remove}
+def test_what_the_removal_stops_disables_and_removes(present, stop):
+    assert _units.leaving(present) == {'stop': [{'name': n, 'disable': d} for n, d in stop],
+                                       'remove': [n for n in _units.UNIT_NAMES if n in present]}
+
+
+@pytest.mark.parametrize('mode,others,links', [
+    # -> timer: the reload unit goes, and the watcher's enable link (the service has no [Install] any more).
+    ('timer', [RELOAD], ['multi-user.target.wants/' + SERVICE]),
+    # -> watch or auto: the timer goes, with its enable link.
+    ('watch', [TIMER], ['timers.target.wants/' + TIMER]),
+    ('auto', [TIMER], ['timers.target.wants/' + TIMER]),
+])
+def test_a_switch_removes_the_other_mode_s_units_and_the_links_of_those_it_does_not_enable(mode, others, links):
+    assert list(_units.others(mode)) == others
+    assert list(_units.stale_links(mode)) == links
+    # Each link is the one `systemctl enable` makes from the unit's own [Install] WantedBy=, in the mode that has it.
+    other = 'watch' if mode == 'timer' else 'timer'
+    units = _units.units(dict(DEFAULTS, ip_masq_resync_mode=other), '60s', resync_root(DEFAULTS['ip_masq_lib_dir']), 'm')
+    for link in links:
+        target, name = link.split('.wants/')
+        assert 'WantedBy=%s' % target in units[name].splitlines()
+        assert '[Install]' not in _units.units(dict(DEFAULTS, ip_masq_resync_mode=mode), '60s',
+                                               resync_root(DEFAULTS['ip_masq_lib_dir']), 'm').get(name, '')
+
+
+@pytest.mark.parametrize('mode,states,stop', [
+    # Nothing runs, or only this mode's units: nothing to stop.
+    ('watch', {}, []),
+    ('timer', {TIMER: {'active': 'active'}, PATH_UNIT: {'active': 'active'}, SERVICE: {'active': 'inactive'}}, []),
+    # A timer run of the oneshot in progress is not a watcher: it is left to end.
+    ('timer', {SERVICE: {'active': 'activating'}}, []),
+    ('watch', {SERVICE: {'active': 'active'}, PATH_UNIT: {'active': 'active'}}, []),
+    # timer -> watch: the timer systemd still runs (its file gone, "not-found" after a reload).
+    ('watch', {TIMER: {'active': 'active'}, SERVICE: {'active': 'activating'}}, [TIMER]),
+    # watch -> timer: the watcher still runs; so may a reload of it.
+    ('timer', {SERVICE: {'active': 'active'}, RELOAD: {'active': 'inactive'}}, [SERVICE]),
+    # (the reload oneshot of the watch mode, mid-run, is "activating": left to end)
+    ('auto', {TIMER: {'active': 'reloading'}, RELOAD: {'active': 'activating'}}, [TIMER]),
+])
+def test_what_a_switch_stops_is_read_from_systemd(mode, states, stop):
+    assert _units.stopping(mode, states) == stop
+
+
+@pytest.mark.parametrize('mode,states,reset', [
+    ('watch', {}, []),
+    # timer -> watch: the timer whose file went is "failed" (not-found, no trigger) after the reload.
+    ('watch', {TIMER: {'active': 'failed'}, SERVICE: {'active': 'active'}}, [TIMER]),
+    ('auto', {TIMER: {'active': 'failed'}}, [TIMER]),
+    ('timer', {RELOAD: {'active': 'failed'}}, [RELOAD]),
+    # A failed run of this mode's own units is the operator's to see: never cleared.
+    ('timer', {SERVICE: {'active': 'failed'}, TIMER: {'active': 'failed'}}, []),
+    ('watch', {SERVICE: {'active': 'failed'}, RELOAD: {'active': 'failed'}, TIMER: {'active': 'inactive'}}, []),
+])
+def test_what_a_switch_clears_is_the_other_mode_s_failed_units(mode, states, reset):
+    assert _units.clearing(mode, states) == reset
 
 
 @pytest.mark.parametrize('given', ['poll', 'Watch', '', 'true'])

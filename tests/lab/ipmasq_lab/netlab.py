@@ -284,6 +284,7 @@ def tool_dir(tools):
 
 
 WITHOUT_TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'without_tools.py')
+READ_ONLY = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'read_only.py')
 
 
 # Role variables every playbook run here gets first (a test's own override
@@ -293,11 +294,13 @@ HOST_SAFE_VARS = dict((name, moved('/nonexistent/ipmasq-lab', default)) for name
 
 
 def playbook(ns, path, extra_vars=None, backend=None, check_mode=False, diff=False,
-             env_extra=None, timeout=300, hide=(), args=()):
+             env_extra=None, timeout=300, hide=(), args=(), read_only=()):
     """Run ``ansible-playbook`` on localhost inside ``ns``; return
     ``(rc, tasks)`` with ``tasks`` the list of (task name, result) pairs
     from the json callback.  ``hide``: executables the run must not find,
     as on a node where they are not installed (without_tools.py).
+    ``read_only``: directories (the test's own) the run finds read-only
+    (read_only.py), as on a node whose filesystem refuses a write there.
     ``args``: more command-line arguments, as a user types them (``-e
     name=value``, ``--tags``), after ``extra_vars``' JSON."""
     argv = [os.path.join(VENV_BIN, 'ansible-playbook'), '-i', 'localhost,', '-c', 'local', path]
@@ -307,6 +310,8 @@ def playbook(ns, path, extra_vars=None, backend=None, check_mode=False, diff=Fal
     argv += ['-e', json.dumps(HOST_SAFE_VARS)]
     if hide:
         argv = ['/usr/bin/python3', WITHOUT_TOOLS] + list(hide) + ['--'] + argv
+    if read_only:
+        argv = ['/usr/bin/python3', READ_ONLY] + list(read_only) + ['--'] + argv
     if extra_vars is not None:
         argv += ['-e', json.dumps(extra_vars)]
     argv += list(args)
