@@ -372,6 +372,8 @@ def test_a_verified_tick_is_counted_as_a_run_and_keeps_the_cycle_s_lines(tmp_pat
     # The next cycle carries it on.
     text, problem = metrics.update(directory, 'ok', 0.02, now=1120.0, booted=1.0)
     assert problem is None and metrics.parse(text)[(metrics.RUNS, (('result', 'ok'),))] == 3
+
+
 def test_the_back_off_skips_the_transactions_of_the_commands_our_cycles_ran(rig):
     """The cycle's runner records its commands' pids in the list the watcher
     passes it (``seen['spawned']``, runner.make_run's ``record``); the
