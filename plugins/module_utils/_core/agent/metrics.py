@@ -441,18 +441,28 @@ def _replace(path, text, samples):
     atomic_write(path, '\n'.join(kept) + '\n' + render(samples), MODE)
 
 
+def _carried(directory):
+    """``(path, state, text)`` of the file a cycle wrote in ``directory``
+    (:func:`read_carried`'s state), or None when there is no good file of
+    ours there yet."""
+    path = os.path.join(directory, FILE_NAME)
+    state, problem = read_carried(path)
+    if problem or state.last_run is None:
+        return None
+    with open(path) as handle:
+        return path, state, handle.read()
+
+
 def count_between(directory, events=0, backoffs=0):
     """Add ``events`` and ``backoffs`` to the watch counters of the file a
     cycle wrote, between cycles (the watch mode's back-off, which runs no
     cycle): every other line stays as the cycle wrote it.  Nothing is
     written when there is no file of ours yet (the next cycle counts them
     then: returns False).  Raises OSError when the file cannot be written."""
-    path = os.path.join(directory, FILE_NAME)
-    state, problem = read_carried(path)
-    if problem or state.last_run is None:
+    carried = _carried(directory)
+    if carried is None:
         return False
-    with open(path) as handle:
-        text = handle.read()
+    path, state, text = carried
     state.watch = state.watch or Watched()
     state.watch.events += events
     state.watch.backoffs += backoffs
@@ -472,12 +482,10 @@ def count_verified(directory, duration, events=0, now=None):
     file cannot be written."""
     import time  # pylint: disable=import-outside-toplevel
 
-    path = os.path.join(directory, FILE_NAME)
-    state, problem = read_carried(path)
-    if problem or state.last_run is None:
+    carried = _carried(directory)
+    if carried is None:
         return False
-    with open(path) as handle:
-        text = handle.read()
+    path, state, text = carried
     now = time.time() if now is None else now
     state.runs['ok'] += 1
     samples = {
