@@ -7,7 +7,7 @@ A switch writes the policy in the new backend and removes ours from the old
 one in the same run; when a step fails, the steps before it are undone: the
 node is never left with neither policy, nor with both.  ``auto`` never moves
 a node by itself.  "Not installed" is a tool hidden by a bind mount inside
-the run's own mount namespace (without_tools.py)."""
+the run's own mount namespace (private_mounts.py)."""
 import os
 
 import pytest

@@ -283,8 +283,7 @@ def tool_dir(tools):
         shutil.rmtree(path, ignore_errors=True)
 
 
-WITHOUT_TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'without_tools.py')
-READ_ONLY = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'read_only.py')
+PRIVATE_MOUNTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'private_mounts.py')
 
 
 # Role variables every playbook run here gets first (a test's own override
@@ -298,9 +297,10 @@ def playbook(ns, path, extra_vars=None, backend=None, check_mode=False, diff=Fal
     """Run ``ansible-playbook`` on localhost inside ``ns``; return
     ``(rc, tasks)`` with ``tasks`` the list of (task name, result) pairs
     from the json callback.  ``hide``: executables the run must not find,
-    as on a node where they are not installed (without_tools.py).
-    ``read_only``: directories (the test's own) the run finds read-only
-    (read_only.py), as on a node whose filesystem refuses a write there.
+    as on a node where they are not installed.
+    ``read_only``: directories (the test's own) the run finds read-only,
+    as on a node whose filesystem refuses a write there.  Both in a mount
+    namespace of the run's own (private_mounts.py).
     ``args``: more command-line arguments, as a user types them (``-e
     name=value``, ``--tags``), after ``extra_vars``' JSON."""
     argv = [os.path.join(VENV_BIN, 'ansible-playbook'), '-i', 'localhost,', '-c', 'local', path]
@@ -308,10 +308,9 @@ def playbook(ns, path, extra_vars=None, backend=None, check_mode=False, diff=Fal
     # machine's files, and its CNI networks (podman's 87-podman-bridge.conflist
     # masquerades) must never be read or edited by a test.
     argv += ['-e', json.dumps(HOST_SAFE_VARS)]
-    if hide:
-        argv = ['/usr/bin/python3', WITHOUT_TOOLS] + list(hide) + ['--'] + argv
-    if read_only:
-        argv = ['/usr/bin/python3', READ_ONLY] + list(read_only) + ['--'] + argv
+    if hide or read_only:
+        mounts = [w for path in hide for w in ('--hide', path)] + [w for path in read_only for w in ('--read-only', path)]
+        argv = ['/usr/bin/python3', PRIVATE_MOUNTS] + mounts + ['--'] + argv
     if extra_vars is not None:
         argv += ['-e', json.dumps(extra_vars)]
     argv += list(args)
