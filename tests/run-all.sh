@@ -37,7 +37,8 @@
 # 34 -> 28 s (every scenario passes with it). Estimated, not yet measured
 # whole: Molecule about 1,350 s, the checks lane about 1,240 s, so pytest
 # starts near 1,240 s beside Molecule's end: about 2,350 s in all.
-# The two parts are every test; a failure in either fails the run. Every step runs even when an earlier one failed; the exit status is
+# Each part lists its slowest tests at its end (--durations), so a run's log
+# says where CI's time went. The two parts are every test; a failure in either fails the run. Every step runs even when an earlier one failed; the exit status is
 # non-zero if any failed. SKIP_MOLECULE=1 leaves step 6 out, SKIP_EE=1
 # step 7 and SKIP_VERSIONS=1 step 5 (for a quick local run; CI runs
 # everything).
@@ -72,7 +73,7 @@ rm -rf "$lanes"
 mkdir -p "$lanes"
 lane_pytest() {  # pytest's checks_lane part; none selected (-k ... given to run-all) is no failure
   local rc=0
-  pytest -p no:cacheprovider -m checks_lane tests "$@" || rc=$?
+  pytest -p no:cacheprovider --durations=15 -m checks_lane tests "$@" || rc=$?
   [ "$rc" -eq 5 ] && { echo "(no checks_lane test selected)"; rc=0; }
   return "$rc"
 }
@@ -125,7 +126,7 @@ first_pid=
 wait -n -p first_pid "$checks_pid" "$molecule_pid" || true
 first=${first_pid:+${lane_of[$first_pid]}}
 echo "== lane $first done in $((SECONDS - lanes_start)) s; pytest starts"
-step "pytest" pytest -n 3 -p no:cacheprovider -m "not checks_lane" tests "$@"
+step "pytest" pytest -n 3 -p no:cacheprovider --durations=25 -m "not checks_lane" tests "$@"
 wait "$checks_pid" "$molecule_pid"
 lane_done checks
 lane_done molecule
