@@ -17,6 +17,7 @@ import ipaddress
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine import trace
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.walk import Clues
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.nft_json import render_expr, render_rule, render_stmt
 
 # Named priorities nft may print in JSON (libnftables writes numbers; kept for older ones).
@@ -257,17 +258,23 @@ class _Action:
         return self.rule.done[index]
 
 
-def base_priority(chain):
+def base_priority(chain, where='this base chain'):
     """A base chain's priority as a number: libnftables writes one; a name
     (``srcnat``) or a name and an offset (``srcnat + 1``, as nft lists our
-    chain) from an older one is read too.  Anything else is returned as is."""
+    chain) from an older one is read too.  Anything else cannot be put in
+    the kernel's order: an error naming ``where`` and the priority, never a
+    guess (nor a comparison of a name with a number)."""
     prio = chain.get('prio')
-    if isinstance(prio, int):
+    if isinstance(prio, int) and not isinstance(prio, bool):
         return prio
     words = prio.split() if isinstance(prio, str) else []
     if len(words) == 3 and words[0] in PRIORITIES and words[1] in ('+', '-') and words[2].isdigit():
         return PRIORITIES[words[0]] + int(words[2]) * (1 if words[1] == '+' else -1)
-    return PRIORITIES.get(prio, prio)
+    if len(words) == 1 and words[0] in PRIORITIES:
+        return PRIORITIES[words[0]]
+    raise MasqError('cannot explain: nft lists %s with priority %r, which is neither a number nor one of %s '
+                    '(with an offset); the order of the nat postrouting hook is unknown. Nothing was changed.'
+                    % (where, prio, ', '.join(sorted(PRIORITIES))))
 
 
 def programs(t, our_chain, families, cond_of):
@@ -288,6 +295,7 @@ def programs(t, our_chain, families, cond_of):
             out.append(trace.Rule(render_rule(rule), index + 1, nft_rule.test, _Action(nft_rule), clues))
         chains[name] = out
     ours = t.name.lower() == our_chain.lower()
-    return [trace.Program('nft', '%s %s' % (t.family, t.name), start, base_priority(t.chains[start]), chains,
-                          families, ours=ours, nft_table=t.name)
+    return [trace.Program('nft', '%s %s' % (t.family, t.name), start,
+                          base_priority(t.chains[start], 'base chain %s of table %s %s' % (start, t.family, t.name)),
+                          chains, families, ours=ours, nft_table=t.name)
             for start in starts]

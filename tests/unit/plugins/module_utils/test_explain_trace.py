@@ -130,6 +130,15 @@ def test_nft_priority_by_name_and_offset(prio, want):
     assert nft_explain.base_priority({'prio': prio}) == want
 
 
+@pytest.mark.parametrize('prio', ['out', 'srcnat + x', 'srcnat * 2', None, True, 1.5, '100'])
+def test_nft_priority_not_understood_is_an_error_naming_chain_and_value(prio):
+    """A priority that is neither a number nor a known name (with an offset) cannot be put in the hook's
+    order: a clean error naming the chain and the value, never a guess or a name compared with a number."""
+    with pytest.raises(MasqError) as e:
+        nft_explain.base_priority({'prio': prio}, 'base chain post of table ip odd')
+    assert 'base chain post of table ip odd' in e.value.msg and repr(prio) in e.value.msg
+
+
 def test_our_table_after_iptables_nat_decides_only_what_iptables_leaves():
     """Ours at srcnat + 1 (jump_position append) runs after iptables' POSTROUTING (100): a flow
     iptables translates is decided there, without a tie; one it leaves is ours."""
