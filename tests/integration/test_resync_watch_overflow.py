@@ -109,7 +109,8 @@ def test_idle_safety_net_ticks_read_nothing_and_keep_the_metrics_fresh(tmp_path)
 # A watcher whose subscription loses every event (it never reports one, nor an
 # overflow): only the kernel's generation can tell its safety net that
 # something changed.  The real cycle, the real kernel, in the node's namespace;
-# the test says when to tick (a line on stdin), the script what the tick did.
+# the test says when to tick (a line on stdin: the loop's own ``Watcher.tick``),
+# the script what the tick did.
 LOST = r'''
 import json, os, sys
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import resync, watch
@@ -135,9 +136,7 @@ watcher = watch.Watcher(opts, lambda level, msg: sys.stderr.write(msg + '\n'), r
 watcher.subscribe()
 watcher.cycle('start')
 for line in sys.stdin:
-    skipped = watcher.unchanged()
-    if not skipped:
-        watcher.cycle('timer')
+    skipped = watcher.tick()        # the loop's own tick, when it is due
     print(json.dumps({'skipped': skipped, 'code': watcher.last_code}), flush=True)
 '''
 
