@@ -20,14 +20,20 @@ import os
 
 import pytest
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.cni_names import chain_name
 from ipmasq_lab import fleetlab
+
+# The record of the CNI chains the role emptied (a file name, not a chain's: _daemons/cni_chains.py).
+CHAINS_RECORD = 'cni-emptied-chains.json'
 
 FLOW = {'src': '172.17.0.2', 'dst': '203.0.113.10', 'proto': 'tcp', 'dport': '443', 'out_interface': 'eth0'}
 DOCKER_RULE = ['-s', '172.17.0.0/16', '!', '-o', 'docker0', '-j', 'MASQUERADE']
 CNI_CHAIN = 'CNI-1f2e3d4c5b6a79880a1b2c3d'
 CNI_COMMENT = ['-m', 'comment', '--comment', 'name: "bridge" id: "0123456789abcdef"']
 POD_NET, POD_ID = 'pods', 'fedcba9876543210'
+# The chain the bridge plugin makes for that container: CNI- and the first 24 hex digits of
+# sha512("pods" + "fedcba9876543210"), as Debian 12's /usr/lib/cni/bridge named it in a lab run
+# (ipmasq_lab.cni.Network('pods').add(pod, 'fedcba9876543210')); literal, not the product's cni_names.chain_name.
+POD_CHAIN = 'CNI-e28aa7952562bcc58ddd4afc'
 
 
 @pytest.fixture(scope='module')
@@ -93,7 +99,7 @@ def test_bad_input_fails_on_the_controller_before_any_host(fleet, bad, words):
 def pod_network(host):
     """A CNI network of east-2's own (its file in the host's CNI directory, ipMasq on) and a running container's
     rules as the bridge plugin names them: the role's CNI step (ip_masq_cni: auto) removes them."""
-    chain = chain_name(POD_NET, POD_ID)
+    chain = POD_CHAIN
     comment = ['-m', 'comment', '--comment', 'name: "%s" id: "%s"' % (POD_NET, POD_ID)]
     conf = host.path('etc/cni/net.d')
     os.makedirs(conf, exist_ok=True)
@@ -111,9 +117,11 @@ def pod_network(host):
 def test_after_mode_answers_as_the_role_will_leave_each_host(fleet):
     """Last (it repairs the fleet): after mode, then the role really runs, then the plain answer must be the
     after answer, host by host.  The play passes each host's daemon steps: east-2's CNI network's rules, which
-    the role's CNI step removes, are named in its notes, and gone after the real run."""
+    the role's CNI step removes, are named in its notes, and gone after the real run; their chain, emptied, stays
+    until a later run finds the container gone (then it is deleted)."""
     pods = pod_network(fleet.host('east-2'))
     before = dict((h.name, h.nat()) for h in fleet.hosts)
+    assert ':%s - ' % pods in before['east-2'], before['east-2']
     run = fleet.playbook('explain.yml', extra_vars=dict(FLOW, after=True))
     assert run.rc == 0, run.explain()
     assert dict((h.name, h.nat()) for h in fleet.hosts) == before
@@ -135,9 +143,22 @@ def test_after_mode_answers_as_the_role_will_leave_each_host(fleet):
     ran = fleet.playbook('site.yml', extra_vars={'ip_masq_audit': 'warn'})
     assert ran.rc == 0, ran.explain()
     assert 'MASQUERADE' in fleet.host('west-1').nat() and 'docker0' in fleet.host('west-1').nat()
-    assert '-j %s' % pods not in fleet.host('east-2').nat() and '-A %s ' % pods not in fleet.host('east-2').nat()
+    east2 = fleet.host('east-2')
+    nat = east2.nat()
+    assert '-j %s' % pods not in nat and '-A %s ' % pods not in nat, nat
+    # The chain itself stays, empty and unreferenced, while its container may run (the plugin's DEL needs it):
+    # nothing on east-2 (libcni's cache, host-local's leases) can say the container is gone. It is recorded.
+    assert ':%s - ' % pods in nat, nat
+    with open(east2.path('var/lib/ipmasq-agent/backup', CHAINS_RECORD)) as f:
+        assert [(e['chain'], e['network'], e['container']) for e in json.load(f)] == [(pods, POD_NET, POD_ID)]
     run = fleet.playbook('explain.yml', extra_vars=FLOW)
     assert run.rc == 0, run.explain()
     real = dict((name, (res['verdict'], res['decided_by']['owner'], res['decided_by']['chain'],
                         res['decided_by']['position'])) for name, res in run.results('Explain the flow').items())
     assert real == after
+    # The container gone (libcni's cache, there now, holds no result of it): the next run deletes the chain itself.
+    os.makedirs(east2.path('var/lib/cni/results'))
+    ran = fleet.playbook('site.yml', limit='east-2', extra_vars={'ip_masq_audit': 'warn'})
+    assert ran.rc == 0, ran.explain()
+    assert pods not in east2.nat(), east2.nat()
+    assert not os.path.exists(east2.path('var/lib/ipmasq-agent/backup', CHAINS_RECORD))

@@ -17,6 +17,7 @@ repairs, a remover loop makes it back off (journal line and metric),
 SIGHUP runs a cycle at once, SIGTERM ends it with 0, and --mode auto polls
 on iptables-legacy and says so."""
 import os
+import re
 import signal
 import time
 
@@ -25,11 +26,25 @@ import pytest
 from ipmasq_lab import watchlab
 from test_resync import Agent
 
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import watch
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import resync, watch
 
 FLUSHES = int(os.environ.get('IMQ_WATCH_FLUSHES', '2'))
 # After a flush: how long the test waits for ours to be back (and the window its wrong packets are counted in).
 SETTLE = 2.0
+# The back-off's journal line, the whole message on it (plain log format): the last change, what stands in our place.
+BACK_OFF = re.compile(r'%s: warning: backing off: %d repairs in the last %s, another writer keeps removing ours '
+                      r'\(the last change: (?P<change>.+?); (?P<standing>the nat postrouting path now holds .+)\); '
+                      r'ours is put back at the next safety-net cycle in \d+s\.' % (
+                          re.escape(resync.PROG), watch.LIMIT, re.escape(watch.seconds_text(watch.WINDOW))))
+
+
+def back_off(log):
+    """The one line of ``log`` that says the watcher backs off, matched whole (BACK_OFF)."""
+    said = [line for line in log.splitlines() if 'backing off' in line]
+    assert len(said) == 1, said
+    match = BACK_OFF.fullmatch(said[0])
+    assert match, said[0]
+    return match
 
 
 @pytest.mark.parametrize('tools,policy', [('nft', 'iptables'), ('nft', 'nftables')],
@@ -93,12 +108,12 @@ def test_a_burst_is_a_bounded_number_of_repairs_and_a_remover_loop_makes_it_back
         assert watchlab.wait(lambda: rig.idle(0.5), 10)
         assert watchlab.wait(lambda: rig.metric('ip_masq_agent_repairs_total', '{cause="event"}') == watch.LIMIT, 3), \
             rig.metric('ip_masq_agent_repairs_total', '{cause="event"}')
-        line = [x for x in rig.log().splitlines() if 'backing off' in x][0]
-        assert 'committed by iptables' in line and 'delrule ip nat' in line, line
-        # What stands in our place: nothing (the remover flushes the chain).
-        assert 'the nat postrouting path now holds no SNAT rule (flushed)' in line, line
         assert rig.stop() == 0
         assert watchlab.wait(lambda: rig.metric('ip_masq_agent_backoffs_total') == 1, 3)
+        said = back_off(rig.log())
+        assert 'committed by iptables' in said['change'] and 'delrule ip nat' in said['change'], said[0]
+        # What stands in our place: nothing (the remover flushes the chain).
+        assert said['standing'] == 'the nat postrouting path now holds no SNAT rule (flushed)', said[0]
         assert 'Traceback' not in rig.log()
 
 
@@ -114,13 +129,13 @@ def test_the_back_off_names_the_audit_s_owner_of_the_rule_in_our_place(tmp_path)
         assert watchlab.wait(lambda: 'backing off' in rig.log(), 85), rig.log()
         loop.kill()
         loop.wait(timeout=10)
-        line = [x for x in rig.log().splitlines() if 'backing off' in x][0]
-        assert 'committed by iptables-restor' in line, line
-        assert ("the nat postrouting path now holds docker's MASQUERADE "
-                "(-A POSTROUTING -s 172.17.0.0/16 ! -o docker0 -j MASQUERADE)") in line, line
-        assert len(line.splitlines()) == 1
         assert rig.stop() == 0
         assert watchlab.wait(lambda: rig.metric('ip_masq_agent_backoffs_total') == 1, 3)
+        # One line says it (the whole message on it), once.
+        said = back_off(rig.log())
+        assert 'committed by iptables-restor' in said['change'], said[0]
+        assert said['standing'] == ("the nat postrouting path now holds docker's MASQUERADE "
+                                    "(-A POSTROUTING -s 172.17.0.0/16 ! -o docker0 -j MASQUERADE)"), said[0]
         assert 'Traceback' not in rig.log()
 
 

@@ -17,8 +17,12 @@ The safety net's tick, cheap when nothing changed: it asks the kernel's
 ruleset generation (NFT_MSG_GETGEN) and reads the node only when the
 generation moved since its last verified cycle (or an event, an overflow,
 a signal or the config file says something may have changed)."""
+import json
+import os
+import select
 import shutil
 import signal
+import subprocess
 import time
 
 from ipmasq_lab import watchlab
@@ -30,6 +34,8 @@ from test_resync import Agent
 RULES = 12000
 COMMENT = 'x' * 120
 NFT = shutil.which('nft') or '/usr/sbin/nft'
+# How long one tick of the lost-events script may take (a whole cycle on a busy machine).
+TICK_LIMIT = 30.0
 
 
 def burst_batch(tmp_path, policy):
@@ -109,7 +115,8 @@ def test_idle_safety_net_ticks_read_nothing_and_keep_the_metrics_fresh(tmp_path)
 # A watcher whose subscription loses every event (it never reports one, nor an
 # overflow): only the kernel's generation can tell its safety net that
 # something changed.  The real cycle, the real kernel, in the node's namespace;
-# the test says when to tick (a line on stdin), the script what the tick did.
+# the test says when to tick (a line on stdin: the loop's own ``Watcher.tick``),
+# the script what the tick did.
 LOST = r'''
 import json, os, sys
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import resync, watch
@@ -135,29 +142,51 @@ watcher = watch.Watcher(opts, lambda level, msg: sys.stderr.write(msg + '\n'), r
 watcher.subscribe()
 watcher.cycle('start')
 for line in sys.stdin:
-    skipped = watcher.unchanged()
-    if not skipped:
-        watcher.cycle('timer')
+    skipped = watcher.tick()        # the loop's own tick, when it is due
     print(json.dumps({'skipped': skipped, 'code': watcher.last_code}), flush=True)
 '''
 
 
+def line_within(proc, held, limit):
+    """The next line ``proc`` prints within ``limit`` seconds, read from its
+    stdout's descriptor with select (``held``: ``{'rest': bytes read past
+    the last line, 'read': everything read}``, kept between calls).  No line
+    by then, or the end of its output: it is killed, and the test fails with
+    what it printed so far and its stderr."""
+    fd = proc.stdout.fileno()
+    deadline = time.monotonic() + limit
+    while b'\n' not in held['rest']:
+        left = deadline - time.monotonic()
+        ready = left > 0 and select.select([fd], [], [], left)[0]
+        chunk = os.read(fd, 65536) if ready else b''
+        if not chunk:
+            proc.kill()
+            try:
+                err = proc.communicate(timeout=10)[1]
+            except subprocess.TimeoutExpired:
+                err = '(its stderr still open 10 s after the kill)'
+            raise AssertionError('no line within %gs (%s); its output so far: %r; its stderr: %s' % (
+                limit, 'its output ended' if ready else 'timed out', held['read'], err))
+        held['rest'] += chunk
+        held['read'] += chunk
+    line, _sep, held['rest'] = held['rest'].partition(b'\n')
+    return line.decode()
+
+
 def test_a_change_whose_events_were_lost_is_read_at_the_next_tick(tmp_path):
-    import json
-    import subprocess
     with watchlab.Rig(tmp_path, 'nft', 'iptables', agent_cls=Agent) as rig:
         argv = rig.argv('--mode', 'watch', '--resync-interval', '60s')
         argv[argv.index('-c') + 1] = LOST
         proc = rig.topo.node.popen(argv, env=rig.env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True)
         rig.procs.append(proc)
+        held = {'rest': b'', 'read': b''}
 
         def tick():
             proc.stdin.write('tick\n')
             proc.stdin.flush()
-            line = proc.stdout.readline()
-            assert line, proc.stderr.read()
-            return json.loads(line)
+            # Read with a deadline: a hung watcher fails the test, it does not hang the run.
+            return json.loads(line_within(proc, held, TICK_LIMIT))
 
         assert tick() == {'skipped': False, 'code': 0}        # the start cycle wrote: the first tick reads
         assert rig.ours()

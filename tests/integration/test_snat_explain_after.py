@@ -67,7 +67,7 @@ def test_after_mode_agrees_with_real_packets():
     per_round = -(-CASES // rounds)
     started = time.monotonic()
     total, missing, tally = 0, [], Sorted(expected)
-    unknown, wrong = tally.unknown, tally.wrong
+    unknown, ties, wrong = tally.unknown, tally.ties, tally.wrong
     verdicts = collections.Counter()
     with ExplainTopology.with_tools('nft', ipv6=False) as topo:
         foreign(topo)
@@ -101,7 +101,10 @@ def test_after_mode_agrees_with_real_packets():
           % (total, rounds, took, SEED, dict(verdicts)))
     assert not missing, (SEED, missing[:5])
     assert not wrong, (SEED, len(wrong), wrong[:5])
-    assert len(unknown) * 20 < total, (SEED, len(unknown), unknown[:5])
+    # Every unknown counts, the equal-priority ones too (as in test_snat_explain.py), and there is no tie here:
+    # ours is at srcnat - 1 or + 1, the foreign tables at 50 and 150.
+    assert (len(unknown) + len(ties)) * 20 < total, (SEED, len(unknown), len(ties), unknown[:5], ties[:5])
+    assert not ties, (SEED, len(ties), ties[:5])
     assert verdicts['masquerade'] and verdicts['snat'] and verdicts['unchanged'], dict(verdicts)
 
 
@@ -274,6 +277,7 @@ def test_after_mode_projects_the_daemons_rules(tmp_path):
                 tally.add((args,), flow, answer, got)
     assert not missing, (SEED, missing[:5])
     assert not tally.wrong, (SEED, len(tally.wrong), tally.wrong[:5])
-    assert len(tally.unknown) * 20 < len(flows), (SEED, tally.unknown[:5])
+    assert (len(tally.unknown) + len(tally.ties)) * 20 < len(flows), (SEED, tally.unknown[:5], tally.ties[:5])
+    assert not tally.ties, (SEED, len(tally.ties), tally.ties[:5])
     # The two containers' flows were answered and agreed (neither unknown).
     assert not [f for f, _r, _g in tally.unknown if f in fixed], tally.unknown

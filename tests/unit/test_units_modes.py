@@ -142,24 +142,35 @@ def test_what_the_removal_stops_disables_and_removes(present, stop):
                                        'remove': [n for n in _units.UNIT_NAMES if n in present]}
 
 
-@pytest.mark.parametrize('mode,others,links', [
-    # -> timer: the reload unit goes, and the watcher's enable link (the service has no [Install] any more).
-    ('timer', [RELOAD], ['multi-user.target.wants/' + SERVICE]),
-    # -> watch or auto: the timer goes, with its enable link.
-    ('watch', [TIMER], ['timers.target.wants/' + TIMER]),
-    ('auto', [TIMER], ['timers.target.wants/' + TIMER]),
+@pytest.mark.parametrize('mode,others,links,left', [
+    # -> timer: the reload unit goes, and the watcher's enable link (the service stays, without [Install]).
+    ('timer', [RELOAD], ['multi-user.target.wants/' + SERVICE], {SERVICE: 'written without [Install]'}),
+    # -> watch or auto: the timer goes, with its enable link (its file is removed).
+    ('watch', [TIMER], ['timers.target.wants/' + TIMER], {TIMER: 'removed'}),
+    ('auto', [TIMER], ['timers.target.wants/' + TIMER], {TIMER: 'removed'}),
 ])
-def test_a_switch_removes_the_other_mode_s_units_and_the_links_of_those_it_does_not_enable(mode, others, links):
+def test_a_switch_removes_the_other_mode_s_units_and_the_links_of_those_it_does_not_enable(mode, others, links, left):
     assert list(_units.others(mode)) == others
     assert list(_units.stale_links(mode)) == links
     # Each link is the one `systemctl enable` makes from the unit's own [Install] WantedBy=, in the mode that has it.
     other = 'watch' if mode == 'timer' else 'timer'
-    units = _units.units(dict(DEFAULTS, ip_masq_resync_mode=other), '60s', resync_root(DEFAULTS['ip_masq_lib_dir']), 'm')
+    root = resync_root(DEFAULTS['ip_masq_lib_dir'])
+    units = _units.units(dict(DEFAULTS, ip_masq_resync_mode=other), '60s', root, 'm')
+    written = _units.units(dict(DEFAULTS, ip_masq_resync_mode=mode), '60s', root, 'm')
     for link in links:
         target, name = link.split('.wants/')
         assert 'WantedBy=%s' % target in units[name].splitlines()
-        assert '[Install]' not in _units.units(dict(DEFAULTS, ip_masq_resync_mode=mode), '60s',
-                                               resync_root(DEFAULTS['ip_masq_lib_dir']), 'm').get(name, '')
+        # What this mode leaves of the unit the link points to: no file (the switch removes it), or a file
+        # that nothing enables (no [Install]: `systemctl enable` would make no link).
+        if left[name] == 'removed':
+            assert name not in written and name in _units.others(mode), sorted(written)
+        else:
+            assert name in written and name not in _units.others(mode), sorted(written)
+            assert '[Install]' not in written[name] and section(written[name], 'Install') == [], written[name]
+    # The units this mode enables keep their links: each has its [Install] and no link of it is removed.
+    for name in _units.started(mode):
+        assert 'WantedBy=%s' % _units.WANTED_BY[name] in section(written[name], 'Install'), (name, written[name])
+        assert '%s.wants/%s' % (_units.WANTED_BY[name], name) not in links
 
 
 @pytest.mark.parametrize('mode,states,stop', [

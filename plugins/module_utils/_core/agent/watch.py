@@ -307,6 +307,16 @@ class Watcher:
         self.next_tick = self.clock() + self.interval
         return True
 
+    def tick(self):
+        """The safety net's tick, when it is due: it ends a back-off, then
+        reads nothing when :meth:`unchanged` says so, else runs a whole
+        cycle (cause ``timer``); True when it read nothing."""
+        self.backing_off = False
+        if self.unchanged():
+            return True
+        self.cycle('timer')
+        return False
+
     def count_now(self):
         """The pending events and back-offs into the metrics file now (a back-off runs no cycle)."""
         if not self.opts.metrics_dir:
@@ -347,9 +357,7 @@ class Watcher:
                 continue
             wait = self.next_tick - self.clock()
             if wait <= 0:
-                self.backing_off = False
-                if not self.unchanged():
-                    self.cycle('timer')
+                self.tick()
                 continue
             watched = [self.wake_r] + ([self.events] if self.events is not None else [])
             try:

@@ -264,11 +264,13 @@ def shortcut(tmp_path):
 
 
 def tick(watcher):
-    """One safety-net tick (the loop's branch, as the loop runs it): whether it read nothing."""
+    """One safety-net tick, the one the loop runs when its tick is due
+    (``Watcher.tick``): whether it read nothing."""
     watcher.next_tick = time.monotonic() - 1
-    skipped = watcher.unchanged()
-    if not skipped:
-        watcher.cycle('timer')
+    watcher.backing_off = True
+    skipped = watcher.tick()
+    # The tick ends a back-off, whether it read or not.
+    assert not watcher.backing_off
     watcher.flags['stop'] = None
     return skipped
 
