@@ -202,3 +202,33 @@ def test_a_change_whose_events_were_lost_is_read_at_the_next_tick(tmp_path):
         assert tick() == {'skipped': True, 'code': 0}
         proc.stdin.close()
         assert proc.wait(timeout=30) == 0
+
+
+# The safety net's question and the run's own questions about the kernel, asked on one
+# netlink socket (``nfnetlink.exist``; ``generation()`` is that question alone), inside
+# a namespace of the test's own: the generation every committed transaction moves, and
+# the tables it made.
+ASK = r'''
+import json
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.node import nfnetlink
+print(json.dumps([nfnetlink.generation()] + nfnetlink.exist(
+    [('generation',), ('tables', 'ip'), ('table', 'ip', 'imq-gen'), ('generation',)])))
+'''
+
+
+def test_the_generation_is_asked_with_the_other_questions_and_moves_with_each_commit():
+    import json
+    import sys
+    from ipmasq_lab import cni, netlab
+
+    env = {'PYTHONPATH': netlab.COLLECTIONS, 'PATH': '/usr/sbin:/usr/bin:/sbin:/bin'}
+    with netlab.Netns('gen') as ns:
+        def ask():
+            return json.loads(ns.exec([sys.executable, '-S', '-c', ASK], env=env).stdout)
+
+        gen, first, tables, table, again = ask()
+        assert isinstance(gen, int) and gen == first == again and (tables, table) == ([], False)
+        for done, verb, there in ((1, 'add', ['imq-gen']), (2, 'delete', [])):
+            ns.exec(cni.guarded(ns, [NFT, verb, 'table', 'ip', 'imq-gen']))
+            now, first, tables, table, again = ask()
+            assert (now, first, again, tables, table) == (gen + done,) * 3 + (there, bool(there))

@@ -15,6 +15,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._audit.allow import p
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit import owners
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.report import make_result
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.policy import DEFAULT_CHAIN, validate_chain_name
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry.audit_view import View
 
 
 def judge(sources, allow):
@@ -45,23 +46,18 @@ def analyse(findings, chain=DEFAULT_CHAIN, ipv6=False, allow=None, notes=None):
     """Turn what the backends found (``backend.AuditFinding``, in the
     audit's order) into the module's result (pure; tested directly).  A
     table that another finding shows too (its ``shows``) is left out, and
-    so is one whose families the audit does not cover."""
+    so is one whose families the audit does not cover (``View.tables``)."""
     chain = validate_chain_name(chain)
     allow_entries = parse_allow(allow)
     notes = list(notes or [])
     families = (4, 6) if ipv6 else (4,)
-    shown = set()
-    for finding in findings:
-        shown |= finding.shows
     sources = []
     audited = []
     ours = []       # (families, home, place) of each reachable rule of ours
-    for finding in findings:
+    for finding, tables in View.tables(findings, families):
         notes.extend(finding.notes)
         names = []
-        for table in finding.tables:
-            if table.key in shown or not set(table.families) & set(families):
-                continue
+        for table in tables:
             found = table.sources(chain)
             if found or table.listed:
                 names.append(table.name)

@@ -17,7 +17,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError, one_line
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry.backends import Backends
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.sync import _NoLock, locked
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.sync import locked
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups import Backups
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.backups import DEFAULT_BACKUP_DIR, plan_restore
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.files import Files, check_abs, commit
@@ -132,11 +132,6 @@ def checked_params(where, options, given):
     return checked.validated_parameters
 
 
-def _unlocked(read, plan, check_mode=False):
-    """``sync.locked`` without the writers' lock: for a plan written in memory (after mode)."""
-    return locked(read, plan, check_mode=check_mode, lock=_NoLock())
-
-
 def bounded(find, argv, seconds=CLI_TIMEOUT):
     """``argv`` under ``timeout`` (when the node has it), so a hanging helper
     (the docker CLI, kubelet --version) cannot hang the module."""
@@ -156,18 +151,21 @@ def remove_rules(run, find, match, check_mode, result):
 
     A backend whose tools are missing: a message; a reading it could not
     make: a warning; nothing removed there.  When a backend fails, the error
-    says what the backends before it already removed."""
+    says what the backends before it already removed.
+
+    Each removal is read, planned and written by ``run.locked`` where
+    ``run`` has one (``locked(read, plan, check_mode)``, as ``sync.locked``:
+    the explanation's after mode, ``_explain/after.Projection``, writes the
+    plan into the listings it projects, never the node, check mode too),
+    else by ``sync.locked``, under the writers' lock."""
     result.data.setdefault('removed_rules', [])
     node = Backends(run, find)
     removed = []
-    # The explanation's after mode (``_explain/after.Projection``): its ``run`` writes into
-    # the listings it projects, never the node; the plan is written there, check mode too,
-    # under no lock (it reads the node only), so the explanation sees what this clean-up leaves.
-    in_memory = getattr(run, 'in_memory', False) is True
+    loop = getattr(run, 'locked', None) or locked
     for backend in node.cleaners(match):
         earlier = list(result['removed_rules'])
         try:
-            done = node.remove(backend, match, check_mode and not in_memory, _unlocked if in_memory else locked)
+            done = node.remove(backend, match, check_mode, loop)
         except MasqError as e:
             if not earlier:
                 raise

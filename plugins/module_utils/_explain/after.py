@@ -31,6 +31,9 @@ error naming it, never a guess.
 Standard library only: this file runs on managed nodes.
 """
 
+import contextlib
+
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine import sync
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry import backends
 
@@ -43,10 +46,8 @@ class Projection:
     nothing on stdin.  A write is refused (the explanation only reads),
     but while ``writable`` (a daemon's clean-up, :func:`daemon_steps`) a
     backend's write is recorded as a result (``Backend.after_write``) and
-    applied, in memory, like the policy's: ``in_memory`` tells
-    ``_daemons/base.remove_rules`` so."""
-
-    in_memory = True
+    applied, in memory, like the policy's, through :meth:`locked`, which
+    ``_daemons/base.remove_rules`` takes from its ``run``."""
 
     def __init__(self, run, results=()):
         self.run = run
@@ -68,6 +69,17 @@ class Projection:
         if data is not None:
             raise MasqError('internal error: after mode refused to run %r (it only reads).' % (argv,))
         return self.run(argv)
+
+    def locked(self, read, plan, check_mode=False):
+        """A daemon's clean-up's read -> plan -> write here (``sync.locked``'s
+        terms; ``_daemons/base.remove_rules`` takes it as ``run.locked``): the
+        plan is written into this projection even in check mode, in which
+        the daemon's module runs (nothing of it reaches the node), so the
+        explanation sees what the clean-up leaves; and under no lock, as
+        the node is only read.  A write that fails is not read again (in
+        memory nothing can have changed meanwhile)."""
+        del check_mode      # the module's: these writes are in memory
+        return sync.locked(read, plan, lock=contextlib.nullcontext())
 
 
 def policy_writes(projection, result):

@@ -26,6 +26,7 @@ Standard library only: this file runs on managed nodes.
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit import owners
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.trace import follow
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry.audit_view import View
 
 OURS_WORD = 'ours'
 
@@ -33,14 +34,12 @@ OURS_WORD = 'ours'
 def programs_of(findings, family, chain):
     """Every ``trace.Program`` of the findings (``backend.AuditFinding``)
     that acts on ``family``, in the order read; a table another finding
-    shows too (its ``shows``) is left out, as the audit leaves it out."""
-    shown = set()
-    for finding in findings:
-        shown |= finding.shows
+    shows too (its ``shows``) is left out, as the audit leaves it out
+    (``View.tables``)."""
     found = []
-    for finding in findings:
-        for table in finding.tables:
-            if table.key in shown or family not in table.families or table.programs is None:
+    for _finding, tables in View.tables(findings, (family,)):
+        for table in tables:
+            if table.programs is None:
                 continue
             found.extend(p for p in table.programs(chain) if family in p.families)
     return found

@@ -34,15 +34,10 @@ def sources(run, find, chain, families, proc_read=read_proc):
     (the audit's source records, ``walk.source``), each with its ``owner``
     named; a table another reading shows too is read once (as the audit)."""
     view = View(run, find, proc_read, families, 'auto', chain).collect()
-    shown = set()
-    for finding in view.findings:
-        shown |= set(finding.shows)
     attribution = Attribution(owner_table.OWNERS, owner_table.OURS)
     out = []
-    for finding in view.findings:
-        for table in finding.tables:
-            if table.key in shown or not set(table.families) & set(families):
-                continue
+    for _finding, tables in View.tables(view.findings, families):
+        for table in tables:
             for src in table.sources(chain):
                 if src['ours'] or not src['reachable'] or src['target'] not in SNAT_TARGETS:
                     continue

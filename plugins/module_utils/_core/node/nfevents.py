@@ -34,6 +34,7 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.nfnetlink 
     NETLINK_NETFILTER,
     NFNL_SUBSYS_NFTABLES,
     NFPROTO,
+    _attributes,
     _int,
 )
 
@@ -111,12 +112,10 @@ class Events:
 def _attrs(data, at, end):
     """``{type: bytes}`` of the netlink attributes in ``data[at:end]``."""
     out = {}
-    while at + 4 <= end:
-        size, kind = _int(data, at, 2), _int(data, at + 2, 2) & 0x3FFF
-        if size < 4:
+    for kind, value in _attributes(data, at, end):
+        if kind is None:
             break
-        out.setdefault(kind, data[at + 4:at + size])
-        at += (size + 3) & ~3
+        out.setdefault(kind, value)
     return out
 
 

@@ -19,9 +19,10 @@ The answer is True, False, or None when the kernel could not be asked (no
 permission, no netlink): the caller then asks ``nft`` instead.  A kernel
 without nf_tables holds no table at all: False.
 
-:func:`generation` asks nf_tables' ruleset generation (``NFT_MSG_GETGEN``):
-a number every committed transaction of any writer moves, which the watch
-mode's safety net compares with the one its last verified cycle saw.
+The question ``('generation',)`` (:func:`generation` asks it alone) is
+nf_tables' ruleset generation (``NFT_MSG_GETGEN``): a number every committed
+transaction of any writer moves, which the watch mode's safety net compares
+with the one its last verified cycle saw.
 
 Standard library only: this file runs on managed nodes.
 """
@@ -45,10 +46,12 @@ NFTA_TABLE_NAME = 1
 NFTA_CHAIN_TABLE = 1
 NFTA_CHAIN_NAME = 3
 NFTA_RULE_TABLE = 1
-NFPROTO = {'inet': 1, 'ip': 2, 'ip6': 10}
+NFPROTO = {'unspec': 0, 'inet': 1, 'ip': 2, 'ip6': 10}
 HEADER_SIZE = 16        # struct nlmsghdr: u32 len, u16 type, u16 flags, u32 seq, u32 pid (host order)
 # No nf_tables in this kernel (or family): nothing can exist there.
 _ABSENT = (errno.ENOENT, errno.EAFNOSUPPORT, errno.EPROTONOSUPPORT, errno.EOPNOTSUPP)
+# What each question answers where the kernel has no nf_tables (otherwise: False).
+_NOTHING = {'tables': [], 'generation': None}
 TIMEOUT = 5.0
 # _socket and integers rather than socket and struct: importing socket (enum,
 # selectors) would cost every resync cycle more than all its netlink work.
@@ -104,6 +107,20 @@ def _error_code(data, offset):
     return -_int(data, offset + HEADER_SIZE, 4, signed=True)
 
 
+def _attributes(data, at, end):
+    """The netlink attributes in ``data[at:end]``, in order, as ``(type,
+    value)``; last ``(None, None)`` where one is malformed (nothing after it
+    is read).  A message's own start after its struct nfgenmsg:
+    ``offset + HEADER_SIZE + 4``."""
+    while at + 4 <= end:
+        size, kind = _int(data, at, 2), _int(data, at + 2, 2) & 0x3FFF
+        if size < 4:
+            yield None, None
+            return
+        yield kind, data[at + 4:at + size]
+        at += (size + 3) & ~3
+
+
 def _names(sock, seq):
     """The NFTA_TABLE_NAME of every table a dump sends, until NLMSG_DONE;
     None on an error other than 'nothing there'."""
@@ -115,14 +132,11 @@ def _names(sock, seq):
             return names
         if msg_type == NLMSG_ERROR:
             return [] if _error_code(data, offset) in _ABSENT else None
-        at, end = offset + HEADER_SIZE + 4, offset + length      # after struct nfgenmsg
-        while at + 4 <= end:
-            size, kind = _int(data, at, 2), _int(data, at + 2, 2) & 0x3FFF
-            if size < 4:
+        for kind, value in _attributes(data, offset + HEADER_SIZE + 4, offset + length):
+            if kind is None:
                 return None
             if kind == NFTA_TABLE_NAME:
-                names.append(data[at + 4:at + size].split(b'\0', 1)[0].decode('utf-8', 'replace'))
-            at += (size + 3) & ~3
+                names.append(value.split(b'\0', 1)[0].decode('utf-8', 'replace'))
     return None
 
 
@@ -140,6 +154,21 @@ def _carries(sock, seq, needle):
         if msg_type == NLMSG_ERROR:
             return False if _error_code(data, offset) in _ABSENT else None
         hit = hit or data.find(needle, offset + HEADER_SIZE, offset + length) >= 0
+    return None
+
+
+def _generation(sock, seq):
+    """The NFTA_GEN_ID of the kernel's NFT_MSG_NEWGEN answer; None on an
+    error (no nf_tables has no generation either) or a malformed answer."""
+    for msg_type, data, offset, length in _replies(sock, seq, rounds=4):
+        if msg_type != (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWGEN:
+            return None
+        for kind, value in _attributes(data, offset + HEADER_SIZE + 4, offset + length):
+            if kind is None:
+                return None
+            if kind == NFTA_GEN_ID and len(value) == 4:
+                return int.from_bytes(value, 'big')
+        return None
     return None
 
 
@@ -163,15 +192,17 @@ def exist(questions):
     ``('tables', family)``: the names of the family's tables (a list; None
     when the kernel could not be asked); or ``('carries', family, table,
     text)``: whether a rule of the table holds ``text`` (True / False /
-    None), as our comment marks ours under any chain name.  ``nft`` itself
-    sends these requests; none of them changes anything."""
+    None), as our comment marks ours under any chain name; or
+    ``('generation',)``: the ruleset's generation (a number; None when the
+    kernel could not be asked, or has no nf_tables).  ``nft`` itself sends
+    these requests; none of them changes anything."""
     import _socket  # pylint: disable=import-outside-toplevel
 
     try:
         sock = _socket.socket(_socket.AF_NETLINK, _socket.SOCK_RAW, NETLINK_NETFILTER)
     except (OSError, AttributeError, ValueError) as e:
         code = getattr(e, 'errno', None)
-        return [([] if q[0] == 'tables' else False) if code in _ABSENT else None for q in questions]
+        return [_NOTHING.get(q[0], False) if code in _ABSENT else None for q in questions]
     answers = []
     try:
         sock.settimeout(TIMEOUT)
@@ -180,6 +211,10 @@ def exist(questions):
             if question[0] == 'tables':
                 sock.send(_message(seq, NFT_MSG_GETTABLE, question[1], [], NLM_F_REQUEST | NLM_F_DUMP))
                 answers.append(_names(sock, seq))
+                continue
+            if question[0] == 'generation':
+                sock.send(_message(seq, NFT_MSG_GETGEN, 'unspec', []))
+                answers.append(_generation(sock, seq))
                 continue
             if question[0] == 'carries':
                 sock.send(_message(seq, NFT_MSG_GETRULE, question[1], [_attr(NFTA_RULE_TABLE, question[2])],
@@ -203,34 +238,7 @@ def exist(questions):
 def generation():
     """nf_tables' ruleset generation in this network namespace (the number
     ``NFT_MSG_GETGEN`` answers, which every committed transaction moves), or
-    None when the kernel could not be asked.  Read-only, as ``nft`` asks it
-    before every transaction."""
-    import _socket  # pylint: disable=import-outside-toplevel
-
-    try:
-        sock = _socket.socket(_socket.AF_NETLINK, _socket.SOCK_RAW, NETLINK_NETFILTER)
-    except (OSError, AttributeError, ValueError):
-        return None
-    try:
-        sock.settimeout(TIMEOUT)
-        sock.bind((0, 0))
-        # struct nfgenmsg: AF_UNSPEC, NFNETLINK_V0, res_id 0 (as nft sends it).
-        sock.send(_u32(HEADER_SIZE + 4) + _u16((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETGEN)
-                  + _u16(NLM_F_REQUEST) + _u32(1) + _u32(0) + bytes(4))
-        for msg_type, data, offset, length in _replies(sock, 1, rounds=4):
-            if msg_type != (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWGEN:
-                return None
-            at, end = offset + HEADER_SIZE + 4, offset + length
-            while at + 4 <= end:
-                size, kind = _int(data, at, 2), _int(data, at + 2, 2) & 0x3FFF
-                if size < 4:
-                    return None
-                if kind == NFTA_GEN_ID and size == 8:
-                    return int.from_bytes(data[at + 4:at + 8], 'big')
-                at += (size + 3) & ~3
-            return None
-    except OSError:           # a timeout too (socket.timeout is an OSError)
-        return None
-    finally:
-        sock.close()
-    return None
+    None when the kernel could not be asked: :func:`exist`'s question
+    ``('generation',)`` alone.  Read-only, as ``nft`` asks it before every
+    transaction."""
+    return exist([('generation',)])[0]

@@ -9,6 +9,7 @@ reading: what the SNAT audit (``_audit/node.py``), the SNAT explanation
 (``_explain/node.py``) and the resync's watcher when it backs off
 (``_core/agent/standing.py``) read the node with.  :class:`View` asks each
 backend's ``audit_read``; every command goes through :func:`read_only`.
+``View.tables`` is the one selection of what they count.
 
 Standard library only: this file runs on managed nodes.
 """
@@ -73,6 +74,21 @@ class View:
         if cls not in self._kept:
             self._kept[cls] = cls(self)
         return self._kept[cls]
+
+    @staticmethod
+    def tables(findings, families):
+        """What counts of ``findings`` (``backend.AuditFinding``, in the
+        audit's order): per finding, ``(finding, tables)``, its tables that
+        act on one of ``families`` and that no finding shows too (its
+        ``shows``: a table two readings hold counts once).  The audit's
+        verdict, the explanation's programs and the watcher's back-off line
+        all count these."""
+        shown = set()
+        for finding in findings:
+            shown |= finding.shows
+        return [(finding, [table for table in finding.tables
+                           if table.key not in shown and set(table.families) & set(families)])
+                for finding in findings]
 
     def collect(self):
         """Read every backend the registry holds, in the audit's order."""

@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine import sync
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.restore_text import SaveText
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.ruleset_text import Ruleset
@@ -172,7 +173,6 @@ def test_a_daemon_s_removal_is_written_into_the_projection_in_its_tools_flavour(
 
     # Ours is in nftables: no iptables result says a flavour; the daemon's restore says its own.
     projection = Projection(run, [{'nftables': {'transaction': {'nftables': []}}}])
-    assert projection.in_memory is True
     projection.writable = True
     docker = '*nat\n-D POSTROUTING -s 172.17.0.0/16 ! -o docker0 -j MASQUERADE\nCOMMIT\n'
     assert projection(['/usr/sbin/iptables-restore', '--wait=60', '--noflush'], docker) == (0, '', '')
@@ -191,3 +191,24 @@ def test_a_daemon_s_removal_is_written_into_the_projection_in_its_tools_flavour(
     # Not writable again: a write is refused.
     with pytest.raises(MasqError, match='after mode refused to run'):
         projection(['/usr/sbin/iptables-restore', '--noflush'], docker)
+
+
+def test_a_clean_up_s_plan_is_written_into_the_projection_in_check_mode_too_under_no_lock(monkeypatch):
+    """``Projection.locked``, the read -> plan -> write a daemon's clean-up takes from its
+    ``run`` (``_daemons/base.remove_rules``): the module runs in check mode, the plan is
+    written all the same (into the projection; nothing reaches the node), and the writers'
+    lock, which guards the node's tables, is not taken."""
+    def no_lock(*_args):
+        raise AssertionError('the writers\' lock was taken')
+    monkeypatch.setattr(sync, 'Lock', no_lock)
+    written = []
+
+    class Plan:
+        def apply(self):
+            written.append('applied')
+    plan = Plan()
+    projection = Projection(node_reader([]))
+    for check_mode in (True, False):
+        assert projection.locked(lambda: 'reading', lambda reading: plan if reading == 'reading' else None,
+                                 check_mode=check_mode) == ('reading', plan)
+    assert written == ['applied', 'applied']

@@ -15,7 +15,8 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._audit.allow import p
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.iptables_backend.audit import nat_finding
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.judge import analyse
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.node import audit
-from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry.audit_view import _is_read_only, read_only
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.registry.audit_view import View, _is_read_only, read_only
+from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.backend import AuditFinding, AuditTable
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit.owners import HINTS, OWNERS
 from ansible_collections.ipmasq.agent.plugins.module_utils._audit import owners
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.nftables_backend.audit import ruleset_finding
@@ -777,3 +778,48 @@ def test_ours_in_a_legacy_nat_table_no_tool_can_read_is_not_only_ours(held, only
                          'iptables-legacy tools and audit again.']
         assert offender_lines(res) == named
         assert res['summary'].endswith('; our chain is also in the IPv4 legacy nat table, which was not audited.')
+
+
+# --------------------------------------------------------------------------
+# Which tables count: one selection (audit_view.View.tables) for the audit,
+# the explanation and the watcher's back-off line
+# --------------------------------------------------------------------------
+
+def _table(name, families, key=None):
+    return AuditTable(name, families, lambda chain: [], key=key)
+
+
+def test_the_tables_that_count_are_those_no_finding_shows_in_the_families_asked():
+    a, b, c, d = _table('a', (4,)), _table('b', (4, 6), key='k'), _table('c', (6,)), _table('d', (4, 6))
+    first = AuditFinding('iptables', 4, 'iptables', 'iptables', 'x', tables=[a], shows=['k'])
+    second = AuditFinding('nftables', None, 'nftables', 'nftables', 'y', tables=[b, c, d])
+    assert View.tables([first, second], (4,)) == [(first, [a]), (second, [d])]
+    assert View.tables([first, second], (4, 6)) == [(first, [a]), (second, [c, d])]
+    assert View.tables([first, second], (6,)) == [(first, []), (second, [c, d])]
+    assert View.tables([second], (4, 6)) == [(second, [b, c, d])]      # nothing shows b: it counts
+    assert View.tables([], (4,)) == []
+
+
+def test_the_audit_the_explanation_and_the_back_off_line_count_the_tables_the_view_selects(monkeypatch):
+    """All three go through View.tables: a selection that keeps nothing leaves each nothing."""
+    from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import standing
+    from ansible_collections.ipmasq.agent.plugins.module_utils._explain.answer import programs_of
+
+    findings = found([(4, 'nf_tables', data('docker.save'))], None)
+    asked = []
+    real = View.tables
+
+    def counting(findings_, families):
+        asked.append(tuple(families))
+        return real(findings_, families)
+    monkeypatch.setattr(View, 'tables', staticmethod(counting))
+    monkeypatch.setattr(View, 'collect', lambda self: setattr(self, 'findings', findings) or self)
+    assert len(analyse(findings)['sources']) == 4
+    assert len(programs_of(findings, 4, CHAIN)) == 1
+    assert [s['owner'] for s in standing.sources(None, None, CHAIN, (4,))] == ['docker'] * 4
+    assert asked == [(4,), (4,), (4,)]
+
+    monkeypatch.setattr(View, 'tables', staticmethod(lambda findings_, families: [(f, []) for f in findings_]))
+    assert analyse(findings)['sources'] == []
+    assert programs_of(findings, 4, CHAIN) == []
+    assert standing.sources(None, None, CHAIN, (4,)) == []

@@ -483,6 +483,82 @@ def test_netlink_rule_dump_finds_our_comment(replies, answer):
     assert nfnetlink._carries(FakeSock(replies), 1, b'ip-masq-agent:') is answer
 
 
+def _newgen(seq, gen_id, extra=b''):
+    # NFT_MSG_NEWGEN: nfgenmsg (AF_UNSPEC), NFTA_GEN_ID (be32), then what else the kernel sends.
+    body = bytes(4) + extra + struct.pack('=HH', 8, nfnetlink.NFTA_GEN_ID) + struct.pack('>I', gen_id)
+    return struct.pack('=IHHII', 16 + len(body), (10 << 8) | nfnetlink.NFT_MSG_NEWGEN, 0, seq, 0) + body
+
+
+def test_the_generation_request_is_the_one_nft_sends():
+    """NFT_MSG_GETGEN through the file's one request builder: AF_UNSPEC, no attributes."""
+    msg = nfnetlink._message(1, nfnetlink.NFT_MSG_GETGEN, 'unspec', [])
+    assert msg == struct.pack('=IHHII', 20, (10 << 8) | 16, 1, 1, 0) + bytes(4)
+
+
+@pytest.mark.parametrize('replies,answer', [
+    ([_newgen(1, 0x01020304)], 0x01020304),
+    ([_newgen(1, 7, extra=struct.pack('=HH', 8, 2) + struct.pack('>I', 99))], 7),    # after NFTA_GEN_PROC_PID
+    ([_newgen(9, 5) + _newgen(1, 6)], 6),                                          # another request's reply first
+    ([_error(1, errno.EPERM)], None),
+    ([_error(1, errno.ENOENT)], None),          # no nf_tables: no generation either
+    ([struct.pack('=IHHII', 24, (10 << 8) | nfnetlink.NFT_MSG_NEWGEN, 0, 1, 0) + bytes(4) + struct.pack('=HH', 2, 1)],
+     None),                                     # a malformed attribute
+    ([b''], None),                              # the socket closed
+])
+def test_netlink_generation_answers(replies, answer):
+    assert nfnetlink._generation(FakeSock(replies), 1) == answer
+
+
+class NetlinkSocket(FakeSock):
+    """``_socket.socket`` for :func:`nfnetlink.exist`: one per call, each request answered in turn."""
+    made = []
+
+    def __init__(self, *args):
+        FakeSock.__init__(self, [])
+        self.sent = []
+        NetlinkSocket.made.append(self)
+
+    def settimeout(self, _seconds):
+        pass
+
+    def bind(self, _address):
+        pass
+
+    def close(self):
+        pass
+
+    def send(self, msg):
+        seq, msg_type = struct.unpack_from('=I', msg, 8)[0], struct.unpack_from('=H', msg, 4)[0] & 0xFF
+        self.sent.append(msg_type)
+        self.replies.append(_newgen(seq, 42) if msg_type == nfnetlink.NFT_MSG_GETGEN else _error(seq, errno.ENOENT))
+        return len(msg)
+
+
+def test_the_generation_is_a_question_of_exist_on_its_one_socket(monkeypatch):
+    import _socket
+    NetlinkSocket.made = []
+    monkeypatch.setattr(_socket, 'socket', NetlinkSocket)
+    assert nfnetlink.exist([('table', 'inet', 'ip-masq-agent'), ('generation',), ('chain', 'ip', 'nat', 'X')]) \
+        == [False, 42, False]
+    assert nfnetlink.generation() == 42
+    assert [s.sent for s in NetlinkSocket.made] == [[1, 16, 4], [16]]
+
+
+@pytest.mark.parametrize('code', [errno.EPROTONOSUPPORT, errno.EPERM])
+def test_no_netlink_no_generation(monkeypatch, code):
+    """Where the socket cannot be made there is no generation to compare (None), whatever the
+    other questions answer; the watcher then reads the node at every tick."""
+    import _socket
+
+    def refused(*_args):
+        raise OSError(code, 'refused')
+    monkeypatch.setattr(_socket, 'socket', refused)
+    absent = code == errno.EPROTONOSUPPORT
+    assert nfnetlink.exist([('generation',), ('tables', 'ip'), ('table', 'ip', 'nat')]) \
+        == [None, [] if absent else None, False if absent else None]
+    assert nfnetlink.generation() is None
+
+
 # --------------------------------------------------------------------------
 # Undo (a switch of backend)
 # --------------------------------------------------------------------------

@@ -281,6 +281,37 @@ def test_failed_transaction_says_what_was_removed_before(private_lock):
     assert e.value.details['changed'] is True
 
 
+class OwnLoop(FakeNft):
+    """A ``run`` with a read -> plan -> write loop of its own (``locked``, as the
+    explanation's after mode has): the clean-up takes it instead of the writers' lock."""
+
+    def __init__(self, name):
+        FakeNft.__init__(self, name)
+        self.loops = []
+
+    def __call__(self, argv, data=None):
+        return self.run(argv, data)
+
+    def locked(self, read, plan, check_mode=False):
+        self.loops.append(check_mode)
+        reading = read()
+        todo = plan(reading)
+        todo.apply()
+        return reading, todo
+
+
+def test_a_run_with_a_loop_of_its_own_writes_through_it(monkeypatch):
+    def writers_lock(*_args, **_kwargs):
+        raise AssertionError('the writers\' lock was taken')
+    monkeypatch.setattr(base, 'locked', writers_lock)
+    for check_mode in (True, False):
+        nft = OwnLoop('docker_bridges_ipv6')
+        result = base.Result('present', 'docker')
+        removed = base.remove_rules(nft, nft.find, pick_docker, check_mode, result)
+        assert len(removed) == 2 and result['removed_rules'] == removed and result['changed'] is True
+        assert nft.loops == [check_mode] and len(nft.loads) == 1      # written by its loop, check mode or not
+
+
 def test_no_nft_or_an_unreadable_ruleset_removes_nothing(private_lock):
     result = base.Result('present', 'docker')
     assert base.remove_rules(None, lambda name: None, pick_docker, False, result) == []
