@@ -19,7 +19,7 @@ rules): the explanation after the policy and those steps, then
 the policy applied and the daemon steps really run (the node run's daemon
 part, as the role's daemon.yml runs it, Docker's restart by the
 restartable stand-in of ``fake_docker``), and the packets sent
-(test_after_mode_projects_the_daemons_rules: 62 flows, about 12 s).
+(test_after_mode_projects_the_daemons_rules: 63 flows, about 12 s).
 
 Cost: ``IMQ_EXPLAIN_AFTER_CASES`` flows (default 100, over 4 rounds),
 ``IMQ_EXPLAIN_SEED`` the random seed (default: a new one, printed on
