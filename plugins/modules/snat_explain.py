@@ -106,9 +106,17 @@ options:
         daemon is installed, the clean-up); the rules its clean-up removes (the same selection a real run
         removes, read after the policy's writes) are removed from what the explanation reads, in memory, and
         RV(notes) names them.
-      - What a daemon step only changes in a file for later stays as it is now, and RV(notes) says so. That is
-        a file read at the daemon's restart (Docker's C(daemon.json), flanneld's options; the rules the daemon leaves
-        behind after the restart, which the role's clean-up then removes, are not foreseen), or by new
+      - Where the role restarts the daemon between its edit and its clean-up (the edit changed a file the daemon
+        reads when it starts, such as Docker's C(daemon.json) or flanneld's options, so the role's handler
+        restarts it), the clean-up runs as after that restart. The daemon then runs with the settings the edit
+        writes (Docker with C(ip-masq) off, flanneld without C(--ip-masq)), so the clean-up removes the rules it left
+        behind, as the real clean-up after the restart does, and RV(notes) says what is assumed. What else the
+        daemon makes at that restart (Docker's user-defined networks, re-created as they are set) is taken to be
+        as it is now.
+      - Where the role would not restart the daemon (its edit changes nothing, for instance a running Docker that
+        still masquerades though its C(daemon.json) already switches C(ip-masq) off), its rules stay as the
+        clean-up leaves them now. What a step changes only in a file for later stays as it is now, and
+        RV(notes) says so. That is a file read at a restart this mode does not foresee (kubelet's), or by new
         containers (a CNI network's file; the rules of running containers are removed now, and show so).
       - With C(daemons), the daemon modules' check mode also reads their files and may run their read-only
         helpers (C(docker network inspect), C(docker network ls), C(kubelet --version)); nothing is written.

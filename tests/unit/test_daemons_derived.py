@@ -63,6 +63,10 @@ def test_each_daemon_s_options_are_its_editor_s():
         # A daemon whose edit needs no restart (the CNI networks) has no service.
         assert (daemon.service is None or daemon.service.endswith('.service')) and daemon.module
         assert os.path.exists(os.path.join(ROOT, 'plugins', 'modules', daemon.module + '.py'))
+        # One the role restarts before its clean-up says how that clean-up runs after the restart (the
+        # explanation's after mode foresees the restart with it): its editor's sync, as after the restart.
+        if daemon.service and daemon.cleanup is not None:
+            assert daemon.restarted is not None and getattr(daemon.restarted(), 'func', None) is sync, daemon.name
 
 
 def test_the_descriptors_are_read_without_the_editors():

@@ -54,10 +54,18 @@ class Daemon:
     accepted with a deprecation warning.
     ``description``: the role variable's description (argument spec).
     ``doc``: what it switches off, for the docs' table of daemons (RST).
-    ``module``: the public module that runs the same editor, or None."""
+    ``module``: the public module that runs the same editor, or None.
+    ``restarted``: a function (importing the editor, as ``editor`` does)
+    returning the editor's ``sync`` for the ``cleanup`` as it runs after
+    the role restarted ``service`` (the same signature): the daemon runs
+    with the settings the edit writes, no restart is pending, and the
+    result's ``after_restart`` says what that assumes.  The explanation's
+    after mode (``_explain/after.py``), which restarts nothing, runs it
+    where the role would restart the daemon; None: not foreseen there."""
 
     def __init__(self, name, editor, service, description, doc, owner=None, default='auto', variables=None,
-                 read=None, edit=None, cleanup=None, report=None, deprecated=None, module=None, policy=()):
+                 read=None, edit=None, cleanup=None, report=None, deprecated=None, module=None, policy=(),
+                 restarted=None):
         self.name = name
         self.editor = editor
         self.service = service
@@ -75,6 +83,7 @@ class Daemon:
         self.deprecated = dict(deprecated or {})
         self.module = module
         self.policy = tuple(policy)
+        self.restarted = restarted
 
     @property
     def variable(self):

@@ -156,8 +156,10 @@ def docker_nft_rules(tables, bridge, subnets):
     return out
 
 
-def docker_sync(params, run, find, writer, check_mode=False):
-    """``ip-masq: false`` for Docker's default bridge (or undo it)."""
+def docker_sync(params, run, find, writer, check_mode=False, restarted=False):
+    """``ip-masq: false`` for Docker's default bridge (or undo it).
+    ``restarted``: the clean-up as after the role's restart of Docker
+    (``docker_daemon.restarted``), for the explanation's after mode."""
     p = params
     files, unit_dirs, env_files, backups, result = setup(p, 'docker')
     result['where'] = None
@@ -240,7 +242,7 @@ def docker_sync(params, run, find, writer, check_mode=False):
     if p['remove_stale_rules'] or p['report_networks']:
         docker = p.get('docker_bin') or find('docker')
         if p['remove_stale_rules']:
-            _docker_stale_rules(p, run, find, docker, data, pending, check_mode, result)
+            _docker_stale_rules(p, run, find, docker, data, pending, check_mode, result, restarted)
         if p['report_networks']:
             _docker_networks(run, find, docker, result)
     return result
@@ -271,7 +273,7 @@ def _docker_cli(run, find, docker, args):
         return None
 
 
-def _docker_stale_rules(p, run, find, docker, data, pending, check_mode, result):
+def _docker_stale_rules(p, run, find, docker, data, pending, check_mode, result, restarted=False):
     bridge = p.get('bridge_name')
     subnets = None
     if p.get('bridge_cidrs'):
@@ -300,6 +302,19 @@ def _docker_stale_rules(p, run, find, docker, data, pending, check_mode, result)
     if not is_interface_name(bridge):
         raise MasqError('bridge_name: %r is not an interface name. Nothing was changed.' % (bridge,))
     result['bridge'] = {'name': bridge, 'subnets': [str(s) for s in subnets] if subnets else None}
+    if restarted:
+        # As after the role's restart: Docker runs with the settings this run's edit writes (moby reads
+        # ip-masq only when it starts), so its default bridge masquerades as they say; no restart pending.
+        running, pending = ('true' if result['default_bridge_masquerade'] else 'false'), False
+        if running == 'true':
+            result['after_restart'] = ('after the restart Docker still masquerades its default bridge %s (the '
+                                       'command line keeps --ip-masq on), so its MASQUERADE rule stays' % bridge)
+        else:
+            result['after_restart'] = (
+                'after the restart with ip-masq off, Docker no longer masquerades its default bridge %s, and the '
+                'clean-up after it removes the MASQUERADE rule Docker left there; what else Docker makes at that '
+                'restart (the rules of its user-defined networks, re-created as they are set) is taken to be as it '
+                'is now' % bridge)
     if running == 'true':
         result.msg('The running Docker still masquerades its default bridge (restart pending); '
                    'its MASQUERADE rule is left alone.')

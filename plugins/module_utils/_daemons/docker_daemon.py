@@ -13,6 +13,8 @@ needs it: the audit and the controller read this file without it.
 Standard library only: this file runs on managed nodes.
 """
 
+import functools
+
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.daemon import Daemon
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.docker_names import (
     DEFAULT_BRIDGE,
@@ -43,9 +45,17 @@ def editor():
     return DOCKER_OPTIONS, docker_sync
 
 
+def restarted():
+    """Docker's clean-up as after the role's restart (``Daemon.restarted``)."""
+    # Start-up cost, as editor(): only the after mode of the explanation needs it.
+    from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.docker import docker_sync  # pylint: disable=import-outside-toplevel
+    return functools.partial(docker_sync, restarted=True)
+
+
 DAEMON = Daemon(
     'docker',
     editor=editor,
+    restarted=restarted,
     service='docker.service',
     owner=AUDIT,
     module='docker_ip_masq',

@@ -119,9 +119,11 @@ def flannel_nft_chains(tables, notes=None):
     return out
 
 
-def flannel_sync(params, run, find, writer, check_mode=False):
+def flannel_sync(params, run, find, writer, check_mode=False, restarted=False):
     """flanneld without --ip-masq, mk-docker-opts.sh with ipmasq=false, and
-    FLANNEL-POSTRTG removed once flanneld no longer masquerades (or undo)."""
+    FLANNEL-POSTRTG removed once flanneld no longer masquerades (or undo).
+    ``restarted``: the clean-up as after the role's restart of flanneld
+    (``flannel_daemon.restarted``), for the explanation's after mode."""
     p = params
     files, unit_dirs, env_files, backups, result = setup(p, 'flannel')
     result['flag_sources'] = []
@@ -196,9 +198,19 @@ def flannel_sync(params, run, find, writer, check_mode=False):
     if p['remove_stale_rules']:
         subnet_env = check_abs(p['subnet_env'], 'subnet_env')
         running = env_value(files.read(subnet_env), 'FLANNEL_IPMASQ')
+        pending = result['restart_required']
+        if restarted:
+            # As after the role's restart: flanneld runs with the options this run's edit writes and says so in
+            # subnet.env (FLANNEL_IPMASQ); no restart pending.
+            running, pending = ('true' if masq_on else 'false'), False
+            result['after_restart'] = (
+                'after the restart flanneld still masquerades (an --ip-masq left on), so its rules stay' if masq_on
+                else 'after the restart without --ip-masq, flanneld writes FLANNEL_IPMASQ=false to %s and no longer '
+                     'masquerades, and the clean-up after it removes what it masqueraded with; the pods its CNI '
+                     'plugin starts later follow the CNI step' % subnet_env)
         found = []
         notes = []
-        keep = masq_on or result['restart_required'] or running == 'true'
+        keep = masq_on or pending or running == 'true'
 
         def select(family, table):
             drop_rules, drop_chains = flannel_rules(table, family)

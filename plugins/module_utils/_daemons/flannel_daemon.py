@@ -13,6 +13,8 @@ needs it: the audit and the controller read this file without it.
 Standard library only: this file runs on managed nodes.
 """
 
+import functools
+
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.daemon import Daemon
 from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.flannel_names import (
     FLANNEL_CHAIN,
@@ -42,9 +44,17 @@ def editor():
     return FLANNEL_OPTIONS, flannel_sync
 
 
+def restarted():
+    """flannel's clean-up as after the role's restart (``Daemon.restarted``)."""
+    # Start-up cost, as editor(): only the after mode of the explanation needs it.
+    from ansible_collections.ipmasq.agent.plugins.module_utils._daemons.flannel import flannel_sync  # pylint: disable=import-outside-toplevel
+    return functools.partial(flannel_sync, restarted=True)
+
+
 DAEMON = Daemon(
     'flannel',
     editor=editor,
+    restarted=restarted,
     service='flanneld.service',
     owner=AUDIT,
     module='flannel_ip_masq',

@@ -24,7 +24,9 @@ A new daemon is:
   returning a ``base.Result`` with ``installed``, ``restart_required``,
   ``changed``, messages and warnings); the systemd ``service`` restarted
   after an edit; its ``owner`` (``owner.Owner``, how the audit tells its
-  rules) or None; its role variable's ``default``, ``description`` and
+  rules) or None; its ``restarted`` (its clean-up as after the role's
+  restart, which the explanation's after mode foresees with it) or None;
+  its role variable's ``default``, ``description`` and
   other ``variables``; the editor options of the check-mode ``read``, the
   ``edit``, the ``cleanup`` after the restart and ``report``; its ``doc``
   row;

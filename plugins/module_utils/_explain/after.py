@@ -22,8 +22,12 @@ module with the options of its edit, then of its clean-up) run the same
 way (:func:`daemon_steps`): each module in check mode, the rules its
 clean-up removes (``_daemons/base.remove_rules``, one ``RuleMatch`` per
 daemon, the same as a real run's) written into the projection, not the
-node (``Backend.after_write``).  What a step changes only in a file, for a
-restart or for new containers, is not foreseen: the notes say so.
+node (``Backend.after_write``).  Where the role restarts the daemon between
+the edit and the clean-up, the clean-up runs as after that restart (the
+daemon's ``restarted``, in its own file: the daemon then runs with the
+settings the edit writes), and the notes say what that assumes.  What a
+step changes only in a file otherwise, for a restart not foreseen or for
+new containers, is not: the notes say so.
 
 Only the writes a plan makes are applied; one this file cannot apply is an
 error naming it, never a guess.
@@ -132,29 +136,45 @@ def daemon_steps(projection, checked, find):
     daemon's module in check mode through ``projection``: its edit, then
     (present, where the daemon is installed) its clean-up.  What a step
     removes (the ``RuleMatch`` of its clean-up, ``_daemons/base.remove_rules``)
-    is written into ``projection``, as the policy's writes are.  Returns the
-    notes: what each step removes, and what it changes only for later (a
-    file read at a restart, or by new containers), which the answer does
-    not show."""
+    is written into ``projection``, as the policy's writes are.  Where the
+    role restarts the daemon between the two (:func:`_restarts`), the
+    clean-up runs as after that restart (the daemon's ``restarted``: it
+    then runs with the settings the edit writes).  Returns the notes: what
+    each step removes, what the answer assumes of a restart, and what a step
+    changes only for later (a file read at a restart not foreseen, or by new
+    containers), which the answer does not show."""
     notes = []
     for daemon, sync, edit, cleanup, manage in checked:
         projection.writable = True
+        foreseen = False
         try:
             runs = [sync(edit, projection, find, None, check_mode=True)]
             if cleanup is not None and runs[0]['installed']:
-                runs.append(sync(cleanup, projection, find, None, check_mode=True))
+                foreseen = _restarts(daemon, runs[0]) and daemon.restarted is not None
+                clean = daemon.restarted() if foreseen else sync
+                runs.append(clean(cleanup, projection, find, None, check_mode=True))
         except MasqError as e:
             # The role's step would fail the same way: no answer after it.
             raise MasqError('after mode: the role\'s %s step fails here, so there is no answer after the role: %s'
                             % (daemon.name, e.msg), **e.details) from None
         finally:
             projection.writable = False
-        notes.extend(_daemon_notes(daemon, manage, runs))
+        notes.extend(_daemon_notes(daemon, manage, runs, foreseen))
     return notes
 
 
-def _daemon_notes(daemon, manage, runs):
-    """The notes of one daemon's step (``runs``: the results of its passes)."""
+def _restarts(daemon, edit):
+    """Whether the role restarts ``daemon`` between its edit (``edit``: that
+    pass's result) and its clean-up: daemon.yml notifies the "Restart a
+    daemon" handler when the edit changed something and flushes it at once;
+    the handler restarts the daemon's ``service`` when the edit says
+    ``restart_required`` (a daemon with no service never does)."""
+    return bool(daemon.service and edit['changed'] and edit['restart_required'])
+
+
+def _daemon_notes(daemon, manage, runs, foreseen):
+    """The notes of one daemon's step (``runs``: the results of its passes;
+    ``foreseen``: its clean-up ran as after the role's restart)."""
     name, first = daemon.name, runs[0]
     notes = []
     if manage and not first['installed']:
@@ -165,7 +185,11 @@ def _daemon_notes(daemon, manage, runs):
         notes.append('after mode: the role\'s %s step removes %s' % (name, '; '.join(removed)))
     if first['edited']:
         files = ', '.join(first['edited'])
-        if daemon.service:
+        if foreseen:
+            notes.append('after mode: the role\'s %s step edits %s and restarts %s; the answer foresees that restart: %s'
+                         % (name, files, daemon.service, runs[-1].data.get('after_restart')
+                            or '%s then runs with the settings the step writes' % name))
+        elif daemon.service:
             notes.append('after mode: the role\'s %s step edits %s and restarts %s; what %s does after that restart '
                          '(and the rules it then leaves behind) is not foreseen: the answer shows %s\'s rules as '
                          'the step leaves them before the restart' % (name, files, daemon.service, name, name))
