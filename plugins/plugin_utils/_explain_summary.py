@@ -23,10 +23,12 @@ class FlowError(ValueError):
     """A flow that is not one: the message names the key and the value."""
 
 
-def checked_flow(given):
+def checked_flow(given, ask=True):
     """The flow ``given`` (a dict of :data:`FLOW_KEYS`; empty values are
     left out) checked as the ``snat_explain`` module checks it, as the
-    module's arguments (strings); FlowError naming the bad value."""
+    module's arguments (strings); FlowError naming the bad value (``key:
+    ...`` where one key is bad).  ``ask``: a missing address says how the
+    play takes it (``-e src=...``)."""
     if not isinstance(given, dict):
         raise FlowError('the flow must be a dict of %s, got %r.' % (', '.join(FLOW_KEYS), given))
     extra = sorted(k for k in given if k not in FLOW_KEYS)
@@ -35,8 +37,8 @@ def checked_flow(given):
     args = dict((k, str(v).strip()) for k, v in given.items() if v is not None and str(v).strip() != '')
     for key in ('src', 'dst'):
         if key not in args:
-            raise FlowError('%s: give the flow\'s %s address (-e %s=...).'
-                            % (key, 'source' if key == 'src' else 'destination', key))
+            raise FlowError('%s: give the flow\'s %s address%s.'
+                            % (key, 'source' if key == 'src' else 'destination', ' (-e %s=...)' % key if ask else ''))
     try:
         flows.parse(args['src'], args['dst'], args.get('proto'), args.get('dport'), args.get('out_interface'),
                     args.get('mark'))
