@@ -98,10 +98,9 @@ def test_every_form_is_read_as_the_module_takes_it_and_a_bad_flow_names_itself(t
                                      '"10.0.0.1".')
     assert failed['string-bad'].startswith("ip_masq_explain_flows[1].dport of string-bad: '70000' is not a port")
     assert failed['groupbad-1'] == ('ip_masq_explain_flows[0] of groupbad-1: src 10.244.1.2 and dst fd00::1 are '
-                                     'not of one IP family.')
+                                    'not of one IP family.')
     # -e as JSON and as key=value, over every host (extra vars win).
-    one = str(tmp_path / 'one')
-    os.mkdir(one)
+    (tmp_path / 'one').mkdir()
     one = inventory(tmp_path / 'one', {'e-1': {}}, {})
     hosts = validate(one, ['-e', json.dumps({flows: [GOOD, dict(GOOD, proto='icmp')]})])
     assert hosts['e-1']['msg'].startswith("ip_masq_explain_flows[1].dport of e-1: '443' needs proto"), hosts
