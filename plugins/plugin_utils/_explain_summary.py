@@ -4,11 +4,13 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 #
 # NOTE: private to the ipmasq.agent collection; not a public API.
-"""The fleet form of the SNAT explanation (``playbooks/explain.yml``), on
-the controller: the flow checked before any host is touched
+"""The SNAT explanation's answers on the controller.  The fleet form
+(``playbooks/explain.yml``): the flow checked before any host is touched
 (:func:`checked_flow`), and every host's answer summed up
 (:func:`summary`): which hosts translate the flow, which do not, whose rule
-decides on each, and the groups whose hosts' verdicts differ."""
+decides on each, and the groups whose hosts' verdicts differ.  The role's
+form (``ip_masq_explain_flows``): one host's answers to its flows kept as
+the fact ``ip_masq_explain`` (:func:`flow_answers`)."""
 
 from __future__ import annotations
 
@@ -45,6 +47,36 @@ def checked_flow(given, ask=True):
     except MasqError as e:
         raise FlowError(e.msg) from None
     return args
+
+
+def flow_answers(results, after=False):
+    """``results``: the registered results of a ``snat_explain`` loop over
+    flows (``failed_when: false``), in order; ``after``: whether they were
+    asked in after mode (the role: in check mode).  ``{'flows': [...]}``,
+    one answer per flow: its ``flow`` (the loop item), ``verdict``, ``to``,
+    ``decided_by``, ``after``, ``now`` and ``msg`` as the module gave them;
+    a flow the node could not answer has the verdict ``failed`` and a
+    ``msg`` that says so with the module's message.  TypeError naming the
+    bad value."""
+    if not isinstance(results, list):
+        raise TypeError('give the results of a snat_explain loop (a list), got %r.' % (results,))
+    out = []
+    for index, result in enumerate(results):
+        if not isinstance(result, dict):
+            raise TypeError('result %d is not a dict: %r.' % (index, result))
+        loop_var = result.get('ansible_loop_var', 'item')
+        if not isinstance(result.get(loop_var), dict):
+            raise TypeError('result %d carries no flow (a dict) as its loop item (%s): %r.' % (index, loop_var, result))
+        flow = result[loop_var]
+        if 'verdict' in result:
+            out.append({'flow': flow, 'verdict': result['verdict'], 'to': result.get('to'),
+                        'decided_by': result.get('decided_by'), 'after': result.get('after'),
+                        'now': result.get('now'), 'msg': result.get('msg')})
+            continue
+        out.append({'flow': flow, 'verdict': 'failed', 'to': None, 'decided_by': None, 'after': after, 'now': None,
+                    'msg': '%s -> %s: could not explain: %s' % (flow.get('src'), flow.get('dst'),
+                                                                result.get('msg') or 'no message')})
+    return {'flows': out}
 
 
 def _decider(decided):
