@@ -58,8 +58,9 @@ PLAYS_HEAD = """
 Variables of the collection's playbooks
 ---------------------------------------
 
-Read by ``ipmasq.agent.site`` and ``ipmasq.agent.audit``, not by the role; declared in the
-role's argument spec (its entry point ``playbooks``) so that the role does not refuse them.
+Read by ``ipmasq.agent.site`` and ``ipmasq.agent.audit``, not by the role, and the fact the role
+sets (``ip_masq_explain``); declared in the role's argument spec (its entry point
+``playbooks``) so that the role does not refuse them.
 """
 
 TABLE_HEAD = """

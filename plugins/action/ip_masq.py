@@ -68,6 +68,8 @@ STEP_TAGS = {
     'other_snat': (),
     'audit': ('ip_masq_audit',),
     'absent': ('ip_masq_chain', 'ip_masq_config'),
+    # Last, where ip_masq_explain_flows gives flows (present only).
+    'explain': ('ip_masq_explain',),
 }
 # The version in which a deprecated choice of a daemon's variable goes.
 DEPRECATED_UNTIL = '3.0.0'
@@ -78,6 +80,23 @@ def step_tags(step):
     if step in ('other_snat', 'absent'):
         return STEP_TAGS[step] + tuple(d.variable for d in registry.DAEMONS)
     return STEP_TAGS[step]
+
+
+def explain_step(args, always=False):
+    """What the explain step (explain.yml) runs ipmasq.agent.snat_explain
+    with, from ``args`` (``_role_args.role_args``' result): the checked
+    ``flows`` of ip_masq_explain_flows, and the module's ``after`` (check mode:
+    the node as this host's run leaves it, its policy and the daemon steps a
+    run without --tags runs); None where no flow is given, unless ``always``
+    (validate_only: playbooks/explain.yml's after mode takes ``after``)."""
+    flows = args.get('explain_flows') or []
+    if not flows and not always:
+        return None
+    present = args['state'] == 'present'
+    daemons = [args['daemon_steps'][d.name] for d, mode in args['daemons']
+               if mode != 'skip' and (not present or mode != 'report')]
+    return {'flows': flows, 'after': {'chain': args['masq_chain'], 'daemons': daemons,
+                                      'allow_catch_all': args['values']['ip_masq_allow_catch_all']}}
 
 
 def _read_once():
@@ -226,6 +245,7 @@ class ActionModule(ActionBase):
             result.update(changed=False, facts=facts, masq_chain=args['masq_chain'], config=config, settings=typed,
                           timer=args['timer'], ansible_facts=dict(facts), daemon_steps=daemon_steps,
                           units=units, resync_start=list(_units.started(values['ip_masq_resync_mode'])),
+                          explain=explain_step(args, always=True),
                           msg='settings valid (only validated: no node contacted)')
             return result
 
@@ -362,6 +382,9 @@ class ActionModule(ActionBase):
                 steps.append('other_snat')
             if audit != 'skip' and ran.get('audit') is None:
                 steps.append('audit')
+            explain = explain_step(args)
+            if explain:
+                steps.append('explain')
         else:
             if found is None or set(found) & set(resync_paths):
                 steps.append('resync_absent')
@@ -370,6 +393,8 @@ class ActionModule(ActionBase):
             result.setdefault(key, None)
         # In the order of STEP_TAGS (main.yml includes them as listed), those this run's tags pick.
         steps = [step for step in STEP_TAGS if step in steps and step in host.steps]
+        if 'explain' in steps:
+            result['explain'] = explain
         # Which parts of the node run changed, and the files it changed (as node_files names them).
         result['changed_parts'] = [part for part in ('files', 'resync_code', 'chain', 'audit')
                                    if (ran.get(part) or {}).get('changed')]

@@ -24,7 +24,8 @@ description:
     looks at what the role's later steps need and audits (C(ip_masq_audit): V(fail) fails the task, V(warn) warns,
     V(skip) audits nothing; in check mode a finding only warns)."
   - RV(steps) names the role's later task files that this node still needs (packages, the resync units' start,
-    the resync's removal, the daemons, the audit after them); C(tasks/main.yml) runs only those.
+    the resync's removal, the daemons, the audit after them, and last, where C(ip_masq_explain_flows) gives flows,
+    their explanation); C(tasks/main.yml) runs only those.
   - "C(--tags) and C(--skip-tags) pick the parts of the node run: C(ip_masq_config) the files, C(ip_masq_resync)
     the files and the resync's code, C(ip_masq_chain) the policy, C(ip_masq_audit) the audit. The task itself is
     tagged C(always): the validation always runs."
@@ -83,7 +84,7 @@ steps:
   returned: success
   type: list
   elements: str
-  sample: [resync, other_snat, audit]
+  sample: [resync, other_snat, audit, explain]
 daemon_steps:
   description:
     - The daemons the role's daemon step (C(other_snat.yml)) runs if it is in RV(steps), in the order of the
@@ -93,6 +94,16 @@ daemon_steps:
   returned: success
   type: list
   elements: dict
+  version_added: 2.0.0
+explain:
+  description:
+    - What the role's C(explain) step runs P(ipmasq.agent.snat_explain#module) with, when RV(steps) lists it (where
+      C(ip_masq_explain_flows) gives flows) and with O(validate_only) (C(flows) then maybe empty).
+    - C(flows), the flows of C(ip_masq_explain_flows) checked as the module checks them (its arguments, strings);
+      C(after), the module's O(ipmasq.agent.snat_explain#module:after) for this host (its policy, C(chain) and
+      C(allow_catch_all), and C(daemons), the daemon steps a run of the role without C(--tags) runs).
+  returned: when RV(steps) lists C(explain), and with O(validate_only)
+  type: dict
   version_added: 2.0.0
 files:
   description: What the node run's files part did (P(ipmasq.agent.node_files#module)'s result); null when not run.

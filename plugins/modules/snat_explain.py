@@ -94,12 +94,14 @@ options:
         C(allow_catch_all) the role's C(ip_masq_allow_catch_all). They are typed and checked as that module
         checks them; a bad one fails naming it, before anything runs.
       - C(daemons) holds the role's daemon steps, in its order, as its action makes them from the host's
-        C(ip_masq_docker), C(ip_masq_flannel), C(ip_masq_cni), ... and their path variables (the list the role's
-        C(validate.yml) registers as C(__ip_masq_run.daemon_steps); C(playbooks/explain.yml) passes it), each a
+        C(ip_masq_docker), C(ip_masq_flannel), C(ip_masq_cni), ... and their path variables, each a
         dict with C(name) (a daemon of the collection's registry), C(edit) and C(cleanup) (the options of its
         module, such as P(ipmasq.agent.docker_ip_masq#module), for the step's edit and for its clean-up after the
         restart, or null) and C(manage). Each is checked as that module checks its options; a bad one fails
         naming it, before anything runs. Not given, the daemons' rules stay as they are now.
+      - The role's C(validate.yml) registers the whole of it, C(chain), C(allow_catch_all) and C(daemons), as
+        C(__ip_masq_run.explain.after) (the daemons the role runs without C(--tags)); C(playbooks/explain.yml) with
+        C(-e after=true) and the role's own C(ip_masq_explain_flows) in check mode pass it.
       - The policy is planned by the same code as a real run, in check mode (it only reads); its planned
         C(iptables-restore) input and C(nft) transaction are applied to what the explanation reads, in memory.
         Then each daemon step runs its module in check mode, as the role runs it (the edit, then, where the
@@ -169,9 +171,7 @@ EXAMPLES = r'''
     src: 172.17.0.2
     dst: 203.0.113.10
     out_interface: eth0
-    after:
-      chain: "{{ __ip_masq_run.masq_chain }}"
-      daemons: "{{ __ip_masq_run.daemon_steps }}"
+    after: "{{ __ip_masq_run.explain.after }}"
 
 - name: Say what changes
   ansible.builtin.debug:

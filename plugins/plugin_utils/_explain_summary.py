@@ -4,11 +4,13 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 #
 # NOTE: private to the ipmasq.agent collection; not a public API.
-"""The fleet form of the SNAT explanation (``playbooks/explain.yml``), on
-the controller: the flow checked before any host is touched
+"""The SNAT explanation's answers on the controller.  The fleet form
+(``playbooks/explain.yml``): the flow checked before any host is touched
 (:func:`checked_flow`), and every host's answer summed up
 (:func:`summary`): which hosts translate the flow, which do not, whose rule
-decides on each, and the groups whose hosts' verdicts differ."""
+decides on each, and the groups whose hosts' verdicts differ.  The role's
+form (``ip_masq_explain_flows``): one host's answers to its flows kept as
+the fact ``ip_masq_explain`` (:func:`flow_answers`)."""
 
 from __future__ import annotations
 
@@ -23,10 +25,12 @@ class FlowError(ValueError):
     """A flow that is not one: the message names the key and the value."""
 
 
-def checked_flow(given):
+def checked_flow(given, ask=True):
     """The flow ``given`` (a dict of :data:`FLOW_KEYS`; empty values are
     left out) checked as the ``snat_explain`` module checks it, as the
-    module's arguments (strings); FlowError naming the bad value."""
+    module's arguments (strings); FlowError naming the bad value (``key:
+    ...`` where one key is bad).  ``ask``: a missing address says how the
+    play takes it (``-e src=...``)."""
     if not isinstance(given, dict):
         raise FlowError('the flow must be a dict of %s, got %r.' % (', '.join(FLOW_KEYS), given))
     extra = sorted(k for k in given if k not in FLOW_KEYS)
@@ -35,14 +39,44 @@ def checked_flow(given):
     args = dict((k, str(v).strip()) for k, v in given.items() if v is not None and str(v).strip() != '')
     for key in ('src', 'dst'):
         if key not in args:
-            raise FlowError('%s: give the flow\'s %s address (-e %s=...).'
-                            % (key, 'source' if key == 'src' else 'destination', key))
+            raise FlowError('%s: give the flow\'s %s address%s.'
+                            % (key, 'source' if key == 'src' else 'destination', ' (-e %s=...)' % key if ask else ''))
     try:
         flows.parse(args['src'], args['dst'], args.get('proto'), args.get('dport'), args.get('out_interface'),
                     args.get('mark'))
     except MasqError as e:
         raise FlowError(e.msg) from None
     return args
+
+
+def flow_answers(results, after=False):
+    """``results``: the registered results of a ``snat_explain`` loop over
+    flows (``failed_when: false``), in order; ``after``: whether they were
+    asked in after mode (the role: in check mode).  ``{'flows': [...]}``,
+    one answer per flow: its ``flow`` (the loop item), ``verdict``, ``to``,
+    ``decided_by``, ``after``, ``now`` and ``msg`` as the module gave them;
+    a flow the node could not answer has the verdict ``failed`` and a
+    ``msg`` that says so with the module's message.  TypeError naming the
+    bad value."""
+    if not isinstance(results, list):
+        raise TypeError('give the results of a snat_explain loop (a list), got %r.' % (results,))
+    out = []
+    for index, result in enumerate(results):
+        if not isinstance(result, dict):
+            raise TypeError('result %d is not a dict: %r.' % (index, result))
+        loop_var = result.get('ansible_loop_var', 'item')
+        if not isinstance(result.get(loop_var), dict):
+            raise TypeError('result %d carries no flow (a dict) as its loop item (%s): %r.' % (index, loop_var, result))
+        flow = result[loop_var]
+        if 'verdict' in result:
+            out.append({'flow': flow, 'verdict': result['verdict'], 'to': result.get('to'),
+                        'decided_by': result.get('decided_by'), 'after': result.get('after'),
+                        'now': result.get('now'), 'msg': result.get('msg')})
+            continue
+        out.append({'flow': flow, 'verdict': 'failed', 'to': None, 'decided_by': None, 'after': after, 'now': None,
+                    'msg': '%s -> %s: could not explain: %s' % (flow.get('src'), flow.get('dst'),
+                                                                result.get('msg') or 'no message')})
+    return {'flows': out}
 
 
 def _decider(decided):

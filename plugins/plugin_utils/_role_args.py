@@ -153,6 +153,34 @@ def _role_checks(values, problems):
                             daemon.variable))
 
 
+EXPLAIN = 'ip_masq_explain_flows'
+
+
+def _explain_flows(values, problems):
+    """The flows of ip_masq_explain_flows, each checked as the snat_explain
+    module checks it and given as its arguments (strings, empty keys left
+    out); each bad one is a problem naming its index, its key and the value."""
+    if not values.get(EXPLAIN) or not _ok(problems, EXPLAIN):
+        return []
+    # Start-up cost: the flow's checks are loaded only where flows are given.
+    from ansible_collections.ipmasq.agent.plugins.plugin_utils._explain_summary import (  # pylint: disable=import-outside-toplevel
+        FLOW_KEYS,
+        FlowError,
+        checked_flow,
+    )
+    flows = []
+    for index, given in enumerate(values[EXPLAIN]):
+        try:
+            flows.append(checked_flow(given, ask=False))
+        except FlowError as exc:
+            key, colon, rest = str(exc).partition(': ')
+            if colon and key in FLOW_KEYS:
+                problems.add(EXPLAIN, rest, where='[%d].%s' % (index, key))
+            else:
+                problems.add(EXPLAIN, str(exc), where='[%d]' % index)
+    return flows
+
+
 def _options(values, facts):
     """The policy's options (the options table's names) as the role's checks left them."""
     return dict((o.name, facts.get(LIST_FACTS[o.name]) if o.name in LIST_FACTS else values.get(o.role))
@@ -299,14 +327,15 @@ def role_args(given) -> dict:
     role's spec, names and paths checked; its problems so far).
 
     Returns ``{'state', 'values', 'masq_chain', 'facts', 'timer', 'daemons',
-    'deprecations', 'daemon_steps'}``: the typed values, masq_chain's typed
+    'deprecations', 'daemon_steps', 'explain_flows'}``: the typed values, masq_chain's typed
     arguments, the normalised lists (``__ip_masq_cidrs``,
     ``__ip_masq_exceptions``, ``__ip_masq_masquerade``,
     ``__ip_masq_sources``, ``__ip_masq_snat_to``, ``__ip_masq_default_list``;
     none with state absent), the resync timer's value, and the daemons'
     (:func:`daemon_modes`: every registered daemon's mode, the deprecation
     messages; :func:`daemon_step`: the step of each daemon not ``skip``, by
-    name).  Raises :class:`RoleArgsError` with every problem (``given``'s
+    name), and the checked flows of ``ip_masq_explain_flows`` (none with
+    state absent).  Raises :class:`RoleArgsError` with every problem (``given``'s
     first), one line each naming the variable and the host; last, anything
     else the node's core refuses in the policy built from the same
     arguments.
@@ -316,8 +345,10 @@ def role_args(given) -> dict:
     # Removal (a state of absent that is itself fine) needs only the chain's name.
     present = typed.get('ip_masq_state') != 'absent' or 'ip_masq_state' in problems.bad
     facts = _normalise(typed, problems) if present else {}
+    flows = []
     if present:
         _role_checks(typed, problems)
+        flows = _explain_flows(typed, problems)
     # What the role's own checks left goes to the readers that own the rest,
     # each asked once: the resync timer's Go duration, the audit's allow
     # list, the policy's rules. Their verdicts are then worded here, in one
@@ -338,7 +369,7 @@ def role_args(given) -> dict:
     if problems:
         raise RoleArgsError('\n'.join(problems))
     modes, deprecations = daemon_modes(typed)
-    daemons = {'daemons': modes, 'deprecations': deprecations, 'daemon_steps': dict(
+    daemons = {'daemons': modes, 'deprecations': deprecations, 'explain_flows': flows, 'daemon_steps': dict(
         (d.name, daemon_step(d, mode, typed['ip_masq_state'], typed['ip_masq_backup_dir'], typed))
         for d, mode in modes if mode != 'skip')}
     if not present:

@@ -38,6 +38,7 @@ from collections.abc import Iterable, Mapping
 import yaml
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.module_utils.common.validation import check_type_dict, check_type_list
 
 PREFIX = 'ip_masq_'
 # How alike a misspelling and the name it stands for are (difflib's ratio of
@@ -100,9 +101,10 @@ class _Problems(list):
         self.host = host
         self.bad = set()
 
-    def add(self, variable, text):
+    def add(self, variable, text, where=''):
+        """One line: ``variable`` (and ``where`` in it: ``[1].dst``) of the host: ``text``."""
         self.bad.add(variable)
-        self.append('%s of %s: %s' % (variable, self.host, text) if variable else text)
+        self.append('%s%s of %s: %s' % (variable, where, self.host, text) if variable else text)
 
     def copy(self):
         out = _Problems(self.host)
@@ -132,6 +134,22 @@ def _json(value):
         return repr(value)
 
 
+def _not_mappings(value):
+    """``[(index, element)]`` of the elements of ``value`` (a list, or a string ansible-core splits into one)
+    that ansible-core cannot convert to a mapping; None when ``value`` is no list at all."""
+    try:
+        items = check_type_list(value)
+    except TypeError:
+        return None
+    bad = []
+    for index, item in enumerate(items):
+        try:
+            check_type_dict(item)
+        except (TypeError, ValueError):
+            bad.append((index, item))
+    return bad
+
+
 def _typed(values, spec, problems):
     """``values`` converted by ansible-core's ArgumentSpecValidator on the
     role's spec (what validate_argument_spec does); a value it refuses is
@@ -148,6 +166,15 @@ def _typed(values, spec, problems):
             want = _WANT.get(entry.get('type', 'str'), entry.get('type'))
             if entry.get('elements') in ('str', 'path'):
                 want += ' of strings'
+            if entry.get('elements') == 'dict':
+                want += ' of mappings'
+                # Each element that is none, named by its index.
+                elements = _not_mappings(values.get(name)) if name not in problems.bad else None
+                if elements:
+                    for index, item in elements:
+                        problems.add(name, 'must be a mapping, got %s: %s.' % (_got(item), _json(item)),
+                                     where='[%d]' % index)
+                    continue
             if entry.get('choices') and text.startswith('value of'):
                 want = 'one of %s' % ', '.join(str(c) for c in entry['choices'])
             problems.add(name, 'must be %s, got %s: %s.' % (want, _got(values.get(name)), _json(values.get(name))))

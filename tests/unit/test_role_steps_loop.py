@@ -57,5 +57,5 @@ def test_the_steps_loop_is_the_action_s_list_templated_without_a_plugin(run, ste
 
 def test_the_action_lists_its_steps_in_the_order_of_the_include_files():
     assert list(action.STEP_TAGS) == ['packages', 'resync_code', 'apply', 'resync', 'resync_absent', 'other_snat',
-                                      'audit', 'absent']
+                                      'audit', 'absent', 'explain']
     assert all(os.path.isfile(os.path.join(ROLE, 'tasks', step + '.yml')) for step in action.STEP_TAGS)
