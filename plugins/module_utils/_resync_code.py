@@ -68,6 +68,7 @@ TOP = 'ansible_collections'
 ROOTS = 'v'                     # <path>/v/<id>: one root per version
 IN_USE = ENTRY_FILE            # the file a running resync holds a shared flock on
 _ID = {}                        # this process's sources and id (the code does not change while it runs)
+_ROOT_ID = re.compile(r'[0-9a-f]{16}\Z')     # a root's name: version_id's
 
 
 def _read_source(relative):
@@ -163,6 +164,16 @@ def resync_root(path):
     if 'id' not in _ID:
         _ID['id'] = version_id(package_sources())
     return os.path.join(path, ROOTS, _ID['id'])
+
+
+def in_place(path, root):
+    """Whether ``root`` is a version's root below ``path`` (``<path>/v/<id>``)
+    that is installed whole: it is renamed into place only once built, and
+    its one file of compiled code (``boot.BUNDLE``) is the file the build
+    makes last.  Reads no source: a run that names the root it wants (the
+    role's node run, the controller's root) finds it in place by two stats."""
+    return (os.path.dirname(root) == os.path.join(path, ROOTS) and bool(_ROOT_ID.match(os.path.basename(root)))
+            and os.path.isfile(os.path.join(root, boot.BUNDLE)))
 
 
 def package_dir(root):

@@ -258,11 +258,16 @@ def split_by_table(before, after):
 def code_part(params, check_mode, run):
     """The resync code's part: this version's root installed (``root``: the
     one the controller named in the unit; a node whose payload makes another
-    is refused before anything is written). Returns ``(written, removed, root)``."""
+    is refused before anything is written). Where the named root is in place
+    whole (every no-change run), nothing of the payload's code is read.
+    Returns ``(written, removed, root)``."""
     # pylint: disable=import-outside-toplevel
     # Start-up cost: a node run imports only the parts it runs.
-    from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import install, package_sources, resync_root
+    from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import (
+        in_place, install, package_sources, resync_root)
     path = params['path']
+    if params.get('root') and in_place(path, params['root']):
+        return [], [], params['root']
     root = resync_root(path)
     if params.get('root') and params['root'] != root:
         raise MasqError('resync code: the controller named %s in the unit, but this collection installs %s. '

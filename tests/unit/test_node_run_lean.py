@@ -11,6 +11,7 @@ import sys
 
 from ansible.executor.module_common import ModuleDepFinder
 
+from ansible_collections.ipmasq.agent.plugins.module_utils import _resync_code
 from ansible_collections.ipmasq.agent.plugins.modules import ip_masq_node
 
 # The directory above ansible_collections/ipmasq/agent/plugins/modules/ip_masq_node.py.
@@ -23,17 +24,28 @@ RESYNC = PREFIX + '_core.agent.resync'
 CODE_PART = '''
 import json, sys
 sys.path.insert(0, sys.argv[1])
+from ansible_collections.ipmasq.agent.plugins.module_utils import _resync_code
 from ansible_collections.ipmasq.agent.plugins.modules import ip_masq_node
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.runner import make_run
-written, removed, root = ip_masq_node.code_part({'path': sys.argv[2], 'python': sys.executable}, False, make_run())
+from ansible_collections.ipmasq.agent.plugins.module_utils import _resync_code
+params = {'path': sys.argv[2], 'python': sys.executable}
+if len(sys.argv) > 3:
+    params['root'] = sys.argv[3]
+written, removed, root = ip_masq_node.code_part(params, False, make_run())
 print(json.dumps({'written': len(written), 'root': root,
-                  'imported': sorted(m for m in sys.modules if m.startswith(%r) or m.startswith(%r))}))
+                  'imported': sorted(m for m in sys.modules if m.startswith(%r) or m.startswith(%r)),
+                  'computed': sorted(_resync_code._ID)}))
 ''' % (RESYNC, PREFIX + '_core.upstream_config')
 
 
-def code_part(lib):
-    proc = subprocess.run([sys.executable, '-c', CODE_PART, COLLECTIONS, lib], capture_output=True, text=True,
-                          timeout=120, check=False)
+def run_code_part(lib, root=None):
+    """One code part in a process of its own; ``root``: the root the controller named."""
+    return subprocess.run([sys.executable, '-c', CODE_PART, COLLECTIONS, lib] + ([root] if root else []),
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def code_part(lib, root=None):
+    proc = run_code_part(lib, root)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.splitlines()[-1])
 
@@ -43,7 +55,28 @@ def test_a_code_part_that_finds_the_code_in_place_imports_neither_the_resync_nor
     first = code_part(lib)
     assert first['written'] > 0 and os.path.isdir(first['root'])
     again = code_part(lib)
-    assert again == {'written': 0, 'root': first['root'], 'imported': []}
+    assert again == {'written': 0, 'root': first['root'], 'imported': [], 'computed': ['id', 'sources']}
+
+
+def test_a_code_part_given_the_root_in_place_reads_none_of_the_code(tmp_path):
+    """The role's node run names the controller's root: where that root is
+    in place (renamed into place whole, with the one file of compiled code
+    the install makes last), the code part neither reads the payload's
+    sources nor hashes them; where it is not complete, or is not below the
+    path, it reads and hashes them, as before."""
+    lib = str(tmp_path / 'lib')
+    first = code_part(lib)
+    assert first['computed'] == ['id', 'sources']
+    assert code_part(lib, first['root']) == {'written': 0, 'root': first['root'], 'imported': [], 'computed': []}
+    bundle = os.path.join(first['root'], _resync_code.boot.BUNDLE)
+    os.rename(bundle, bundle + '.aside')
+    assert code_part(lib, first['root'])['computed'] == ['id', 'sources']
+    os.rename(bundle + '.aside', bundle)
+    # A root below another path is not this path's: the part computes its own and refuses, writing nothing.
+    other = str(tmp_path / 'other')
+    refused = run_code_part(other, first['root'])
+    assert refused.returncode != 0 and 'the controller named %s in the unit' % first['root'] in refused.stderr
+    assert not os.path.exists(other)
 
 
 def test_the_payload_still_carries_the_resync():
