@@ -232,9 +232,10 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._msg import node_msg
 from ansible_collections.ipmasq.agent.plugins.module_utils._snat_sources import SPEC as SNAT_SOURCES_SPEC
 # Imported where a part needs them (each import costs every run; most runs
 # need few parts): the files part (_files), the resync code part
-# (_resync_code, and the resync with everything it imports, which travels in
-# this module's payload: that is the code the part installs), the daemons
-# part (_daemons) and the audit (_audit, _snat_sources' inspect).
+# (_resync_roots; where it installs or sweeps, _resync_code, and the resync
+# with everything it imports, which travels in this module's payload: that
+# is the code the part installs), the daemons part (_daemons) and the audit
+# (_audit, _snat_sources' inspect).
 
 
 def split_by_table(before, after):
@@ -263,11 +264,12 @@ def code_part(params, check_mode, run):
     Returns ``(written, removed, root)``."""
     # pylint: disable=import-outside-toplevel
     # Start-up cost: a node run imports only the parts it runs.
-    from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import (
-        in_place, install, package_sources, resync_root)
+    from ansible_collections.ipmasq.agent.plugins.module_utils._resync_roots import in_place
     path = params['path']
     if params.get('root') and in_place(path, params['root']):
         return [], [], params['root']
+    # Start-up cost: the installer (it reads and hashes the payload's code) only where the root is not in place.
+    from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import install, package_sources, resync_root
     root = resync_root(path)
     if params.get('root') and params['root'] != root:
         raise MasqError('resync code: the controller named %s in the unit, but this collection installs %s. '
@@ -291,8 +293,13 @@ def _payload():
 
 def code_sweep(params, root, check_mode, reloaded, written_units, run, find):
     """The earlier versions' roots removed once the service unit names this one (``_resync_code.later_sweep``)."""
+    # pylint: disable=import-outside-toplevel
     # Start-up cost: a node run imports only the parts it runs.
-    from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import later_sweep  # pylint: disable=import-outside-toplevel
+    from ansible_collections.ipmasq.agent.plugins.module_utils._resync_roots import stale
+    if not stale(params['path'], root):
+        return []
+    # Start-up cost: the installer's sweep only where an earlier version is there.
+    from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import later_sweep
     systemctl = find('systemctl') if params.get('systemctl') else None
     return later_sweep(params['path'], root, params.get('unit'), check_mode, reloaded, written_units, run, systemctl)
 
@@ -454,7 +461,7 @@ def node_step(module, run, find):
         done.append('files')
     if p['resync_code'] is not None:
         # pylint: disable-next=import-outside-toplevel
-        from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import outcome
+        from ansible_collections.ipmasq.agent.plugins.module_utils._resync_roots import outcome
         code_written, code_removed, root = part('resync_code', lambda: code_part(p['resync_code'], check, run))
         result['resync_code'] = outcome(root, code_written, code_removed, check)[0]
         done.append('resync_code')

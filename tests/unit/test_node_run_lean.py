@@ -18,24 +18,23 @@ from ansible_collections.ipmasq.agent.plugins.modules import ip_masq_node
 COLLECTIONS = os.path.abspath(ip_masq_node.__file__).rsplit(os.sep + 'ansible_collections' + os.sep, 1)[0]
 PREFIX = 'ansible_collections.ipmasq.agent.plugins.module_utils.'
 RESYNC = PREFIX + '_core.agent.resync'
+INSTALLER = PREFIX + '_resync_code'
 
 # One node run's code part, in a process of its own (as a node runs it): the
 # modules of the core's agent and upstream config packages it has imported.
 CODE_PART = '''
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from ansible_collections.ipmasq.agent.plugins.module_utils import _resync_code
 from ansible_collections.ipmasq.agent.plugins.modules import ip_masq_node
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.node.runner import make_run
-from ansible_collections.ipmasq.agent.plugins.module_utils import _resync_code
 params = {'path': sys.argv[2], 'python': sys.executable}
 if len(sys.argv) > 3:
     params['root'] = sys.argv[3]
 written, removed, root = ip_masq_node.code_part(params, False, make_run())
 print(json.dumps({'written': len(written), 'root': root,
                   'imported': sorted(m for m in sys.modules if m.startswith(%r) or m.startswith(%r)),
-                  'computed': sorted(_resync_code._ID)}))
-''' % (RESYNC, PREFIX + '_core.upstream_config')
+                  'computed': sorted(sys.modules[%r]._ID) if %r in sys.modules else None}))
+''' % (RESYNC, PREFIX + '_core.upstream_config', INSTALLER, INSTALLER)
 
 
 def run_code_part(lib, root=None):
@@ -60,22 +59,18 @@ def test_a_code_part_that_finds_the_code_in_place_imports_neither_the_resync_nor
 
 def test_a_code_part_given_the_root_in_place_reads_none_of_the_code(tmp_path):
     """The role's node run names the controller's root: where that root is
-    in place (renamed into place whole, with the one file of compiled code
-    the install makes last), the code part neither reads the payload's
-    sources nor hashes them; where it is not complete, or is not below the
-    path, it reads and hashes them, as before."""
+    in place (a root is renamed into place only once whole), the code part
+    neither imports the installer nor reads or hashes the payload's code;
+    where it is not there yet, or is not below the path, it does, as before."""
     lib = str(tmp_path / 'lib')
-    first = code_part(lib)
-    assert first['computed'] == ['id', 'sources']
-    assert code_part(lib, first['root']) == {'written': 0, 'root': first['root'], 'imported': [], 'computed': []}
-    bundle = os.path.join(first['root'], _resync_code.boot.BUNDLE)
-    os.rename(bundle, bundle + '.aside')
-    assert code_part(lib, first['root'])['computed'] == ['id', 'sources']
-    os.rename(bundle + '.aside', bundle)
+    root = _resync_code.resync_root(lib)
+    first = code_part(lib, root)
+    assert first['written'] > 0 and first['root'] == root and first['computed'] == ['id', 'sources']
+    assert code_part(lib, root) == {'written': 0, 'root': root, 'imported': [], 'computed': None}
     # A root below another path is not this path's: the part computes its own and refuses, writing nothing.
     other = str(tmp_path / 'other')
-    refused = run_code_part(other, first['root'])
-    assert refused.returncode != 0 and 'the controller named %s in the unit' % first['root'] in refused.stderr
+    refused = run_code_part(other, root)
+    assert refused.returncode != 0 and 'the controller named %s in the unit' % root in refused.stderr
     assert not os.path.exists(other)
 
 
