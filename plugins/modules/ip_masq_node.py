@@ -61,8 +61,9 @@ options:
   resync_code:
     description:
       - The options of P(ipmasq.agent.resync_code#module) (C(path), C(python), C(unit)) to install the resync's
-        code, or null. With C(root), the root the controller named in the unit, a node whose code has another id
-        is refused before anything is written. Earlier versions are removed after the daemon-reload, once C(unit)
+        code, or null. With C(root), the root the controller named in the unit, where that root is in place
+        the code is neither read nor written; elsewhere a node whose code has another id is refused before anything
+        is written. Earlier versions are removed after the daemon-reload, once C(unit)
         names this version's root (with C(systemctl) true, also the unit systemd has loaded).
     type: dict
   daemon_reload_for:
