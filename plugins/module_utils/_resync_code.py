@@ -37,6 +37,10 @@ sweep takes it exclusively without waiting; a resync of 1.0 or 1.1 holds
 none, so a process whose environment has the old unit's ``PYTHONPATH``
 (``path`` itself) keeps the flat tree.
 
+The layout of the roots and what a run that installs nothing needs of it
+(whether a root is in place, what a sweep would remove, the part's result)
+is ``_resync_roots``, which reads no code.
+
 Standard library only: this file runs on managed nodes.
 """
 
@@ -52,20 +56,18 @@ import time
 
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.agent import boot
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.model.errors import MasqError
-from ansible_collections.ipmasq.agent.plugins.module_utils._msg import code_msg
+from ansible_collections.ipmasq.agent.plugins.module_utils._resync_roots import (
+    PACKAGE, RELATIVE, ROOTS, TOP, code_dirs, package_dir, roots, stale,
+)
 from ansible_collections.ipmasq.agent.plugins.module_utils._core.engine.transaction import (
     Failed, Plan, RemoveStep, Step, dir_steps, not_removed, reason,
 )
 
-PACKAGE = 'ansible_collections.ipmasq.agent.plugins.module_utils._core'
 ENTRY = PACKAGE + '.agent.resync'     # the module the unit runs (plugin_utils/_units.py)
 ENTRY_FILE = ENTRY[len(PACKAGE) + 1:].replace('.', '/') + '.py'
 BOOT = PACKAGE + '.agent.boot'        # the unit's start (boot.py): copied to the root's top as START + '.py'
 BOOT_FILE = BOOT[len(PACKAGE) + 1:].replace('.', '/') + '.py'
 START = boot.BUNDLE[:-len('.bin')]    # the module the unit imports main from (its PYTHONPATH: the root)
-RELATIVE = PACKAGE.replace('.', os.sep)
-TOP = 'ansible_collections'
-ROOTS = 'v'                     # <path>/v/<id>: one root per version
 IN_USE = ENTRY_FILE            # the file a running resync holds a shared flock on
 _ID = {}                        # this process's sources and id (the code does not change while it runs)
 
@@ -165,11 +167,6 @@ def resync_root(path):
     return os.path.join(path, ROOTS, _ID['id'])
 
 
-def package_dir(root):
-    """The package's directory below a root (or below ``path``: the flat tree of 1.0 and 1.1)."""
-    return os.path.join(root, RELATIVE)
-
-
 def _read(path):
     try:
         with open(path, 'rb') as handle:
@@ -189,25 +186,9 @@ def _modules(top):
     return sorted(out)
 
 
-def code_dirs(path):
-    """The directories of the resync's code below ``path`` (``ip_masq_lib_dir``):
-    the versions' roots (``v``) and the flat tree of 1.0 and 1.1."""
-    return [os.path.join(path, ROOTS), os.path.join(path, TOP, 'ipmasq', 'agent')]
-
-
-def _roots(path):
-    """The installed roots below ``path`` (``v/<id>``; hidden directories, a build under way, left out)."""
-    top = os.path.join(path, ROOTS)
-    try:
-        names = os.listdir(top)
-    except OSError:
-        return []
-    return sorted(os.path.join(top, n) for n in names if not n.startswith('.') and os.path.isdir(os.path.join(top, n)))
-
-
 def _previous(path, root):
     """The package directory of the code before this version: the newest other root, else the flat tree, or None."""
-    others = [r for r in _roots(path) if r != root]
+    others = [r for r in roots(path) if r != root]
     if others:
         return package_dir(max(others, key=lambda r: (os.stat(r).st_mtime, r)))
     flat = package_dir(path)
@@ -351,15 +332,6 @@ def _take(root):
     return fd
 
 
-def stale(path, root):
-    """What a sweep would remove: the other roots and the tree of earlier releases."""
-    out = [r for r in _roots(path) if r != root]
-    legacy = code_dirs(path)[1]
-    if os.path.isdir(legacy):
-        out.append(legacy)
-    return out
-
-
 def sweep(path, root, check_mode=False, wait=5.0):
     """Remove the roots below ``path`` other than ``root``, and the tree of
     1.0/1.1 (``<path>/ansible_collections/ipmasq/agent``), each only when no
@@ -459,21 +431,6 @@ def later_sweep(path, root, unit, check_mode, reloaded, written_units, run=None,
     if systemctl and run and not check_mode and not loaded_names(run, systemctl, unit, root):
         return []
     return sweep(path, root, check_mode=check_mode)
-
-
-def outcome(root, written, removed, check_mode, swept=()):
-    """``(result, diff)`` of a run of the resync code's part (the
-    ``resync_code`` module, the node run's part): the files written and
-    removed (``removed``: the tree itself for ``state: absent``), the
-    earlier versions removed (``removed_roots``), and its one-line ``msg``."""
-    path = package_dir(root)
-    result = {'changed': bool(written or removed or swept), 'path': path, 'written': written, 'removed': removed,
-              'removed_roots': list(swept)}
-    result['msg'] = code_msg(result, check_mode)
-    diff = {'before_header': path, 'after_header': path, 'before': '',
-            'after': ''.join('write %s\n' % n for n in written) + ''.join('remove %s\n' % n for n in removed)
-            + ''.join('remove earlier version %s\n' % r for r in swept)}
-    return result, diff
 
 
 def uninstall(path, check_mode=False):

@@ -61,8 +61,9 @@ options:
   resync_code:
     description:
       - The options of P(ipmasq.agent.resync_code#module) (C(path), C(python), C(unit)) to install the resync's
-        code, or null. With C(root), the root the controller named in the unit, a node whose code has another id
-        is refused before anything is written. Earlier versions are removed after the daemon-reload, once C(unit)
+        code, or null. With C(root), the root the controller named in the unit, where that root is in place
+        the code is neither read nor written; elsewhere a node whose code has another id is refused before anything
+        is written. Earlier versions are removed after the daemon-reload, once C(unit)
         names this version's root (with C(systemctl) true, also the unit systemd has loaded).
     type: dict
   daemon_reload_for:
@@ -232,9 +233,10 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._msg import node_msg
 from ansible_collections.ipmasq.agent.plugins.module_utils._snat_sources import SPEC as SNAT_SOURCES_SPEC
 # Imported where a part needs them (each import costs every run; most runs
 # need few parts): the files part (_files), the resync code part
-# (_resync_code, and the resync with everything it imports, which travels in
-# this module's payload: that is the code the part installs), the daemons
-# part (_daemons) and the audit (_audit, _snat_sources' inspect).
+# (_resync_roots; where it installs or sweeps, _resync_code, and the resync
+# with everything it imports, which travels in this module's payload: that
+# is the code the part installs), the daemons part (_daemons) and the audit
+# (_audit, _snat_sources' inspect).
 
 
 def split_by_table(before, after):
@@ -258,11 +260,17 @@ def split_by_table(before, after):
 def code_part(params, check_mode, run):
     """The resync code's part: this version's root installed (``root``: the
     one the controller named in the unit; a node whose payload makes another
-    is refused before anything is written). Returns ``(written, removed, root)``."""
+    is refused before anything is written). Where the named root is in place
+    whole (every no-change run), nothing of the payload's code is read.
+    Returns ``(written, removed, root)``."""
     # pylint: disable=import-outside-toplevel
     # Start-up cost: a node run imports only the parts it runs.
-    from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import install, package_sources, resync_root
+    from ansible_collections.ipmasq.agent.plugins.module_utils._resync_roots import in_place
     path = params['path']
+    if params.get('root') and in_place(path, params['root']):
+        return [], [], params['root']
+    # Start-up cost: the installer (it reads and hashes the payload's code) only where the root is not in place.
+    from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import install, package_sources, resync_root
     root = resync_root(path)
     if params.get('root') and params['root'] != root:
         raise MasqError('resync code: the controller named %s in the unit, but this collection installs %s. '
@@ -286,8 +294,13 @@ def _payload():
 
 def code_sweep(params, root, check_mode, reloaded, written_units, run, find):
     """The earlier versions' roots removed once the service unit names this one (``_resync_code.later_sweep``)."""
+    # pylint: disable=import-outside-toplevel
     # Start-up cost: a node run imports only the parts it runs.
-    from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import later_sweep  # pylint: disable=import-outside-toplevel
+    from ansible_collections.ipmasq.agent.plugins.module_utils._resync_roots import stale
+    if not stale(params['path'], root):
+        return []
+    # Start-up cost: the installer's sweep only where an earlier version is there.
+    from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import later_sweep
     systemctl = find('systemctl') if params.get('systemctl') else None
     return later_sweep(params['path'], root, params.get('unit'), check_mode, reloaded, written_units, run, systemctl)
 
@@ -449,7 +462,7 @@ def node_step(module, run, find):
         done.append('files')
     if p['resync_code'] is not None:
         # pylint: disable-next=import-outside-toplevel
-        from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import outcome
+        from ansible_collections.ipmasq.agent.plugins.module_utils._resync_roots import outcome
         code_written, code_removed, root = part('resync_code', lambda: code_part(p['resync_code'], check, run))
         result['resync_code'] = outcome(root, code_written, code_removed, check)[0]
         done.append('resync_code')

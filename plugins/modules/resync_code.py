@@ -115,11 +115,11 @@ from ansible_collections.ipmasq.agent.plugins.module_utils._module import run_mo
 from ansible_collections.ipmasq.agent.plugins.module_utils._resync_code import (
     install,
     later_sweep,
-    outcome,
     package_sources,
     resync_root,
     uninstall,
 )
+from ansible_collections.ipmasq.agent.plugins.module_utils._resync_roots import outcome
 
 
 def manage(module, run, _find):
